@@ -1,0 +1,288 @@
+import { randomBytes } from 'node:crypto';
+import { BrokerError, ErrorCodes, PluginError, toBrokerError, type ErrorCode } from './errors.js';
+import {
+  createHooks,
+  type BrokerHooks,
+  type ControlPayload,
+  type ControlResult,
+  type RequestContext,
+  type ResolvedRequest,
+  type Turn,
+} from './hooks.js';
+import { attributeErrors } from './intercept.js';
+import { silentLogger, type Logger } from './logger.js';
+import type { BrokerPlugin } from './plugin.js';
+import {
+  brokerRequestSchema,
+  resolvedTargetSchema,
+  type BrokerRequest,
+  type BrokerRequestInput,
+  type Decision,
+  type Grant,
+  type HostOpResult,
+  type Outcome,
+  type OutcomeError,
+  type ResolvedTarget,
+  type Verdict,
+  type WireDecision,
+} from './schemas.js';
+
+export interface BrokerOptions {
+  /** The session this broker serves; requests name it and turns belong to it. */
+  sessionId: string;
+  logger?: Logger;
+}
+
+const SEVERITY: Record<Verdict, number> = { sandbox: 0, 'grant-token': 1, prompt: 2, deny: 3 };
+const NO_OPINION: Decision = { verdict: 'deny', reason: 'no policy plugin decided', source: 'core' };
+
+export function isAllowed(decision: Decision): boolean {
+  return decision.verdict === 'sandbox' || decision.verdict === 'grant-token';
+}
+
+/** Most restrictive first: deny > prompt > grant-token > sandbox. */
+export function combineDecisions(decisions: readonly Decision[]): Decision {
+  let worst: Decision | undefined;
+  for (const decision of decisions) {
+    if (!worst || SEVERITY[decision.verdict] > SEVERITY[worst.verdict]) worst = decision;
+  }
+  return worst ?? NO_OPINION;
+}
+
+function newTurnId(): string {
+  const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '-').slice(0, 15);
+  return `${stamp}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * The broker: one pipeline of hooks that every request runs through, whatever produced
+ * it. It decides nothing itself; plugins do. When no plugin decides, the answer is deny.
+ */
+export class Broker {
+  readonly hooks: BrokerHooks = createHooks();
+  readonly sessionId: string;
+  readonly log: Logger;
+  readonly #plugins = new Map<string, BrokerPlugin>();
+  #turn: Turn | undefined;
+  #exclusive: Promise<unknown> = Promise.resolve();
+  #sequence = 0;
+
+  constructor(options: BrokerOptions) {
+    if (!options.sessionId) throw new BrokerError(ErrorCodes.INVALID_OPTIONS, 'a broker needs a session id');
+    this.sessionId = options.sessionId;
+    this.log = options.logger ?? silentLogger();
+    attributeErrors(this.hooks);
+  }
+
+  use(...plugins: BrokerPlugin[]): this {
+    for (const plugin of plugins) {
+      if (this.#plugins.has(plugin.name)) {
+        throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `plugin ${plugin.name} is registered twice`);
+      }
+      this.#plugins.set(plugin.name, plugin);
+      plugin.apply(this);
+    }
+    return this;
+  }
+
+  plugin<T extends BrokerPlugin>(name: string): T | undefined {
+    return this.#plugins.get(name) as T | undefined;
+  }
+
+  get pluginNames(): string[] {
+    return [...this.#plugins.keys()];
+  }
+
+  /** The open turn, if a request or `beginTurn` opened one. */
+  get currentTurn(): Turn | undefined {
+    return this.#turn;
+  }
+
+  async beginTurn(): Promise<Turn> {
+    if (this.#turn) return this.#turn;
+    const turn: Turn = { id: newTurnId(), sessionId: this.sessionId, startedAt: new Date().toISOString(), facts: {} };
+    this.#turn = turn;
+    await this.hooks.turnStarted.promise(turn);
+    return turn;
+  }
+
+  /** Close the open turn with a message; nothing that modifies runs while it commits. */
+  async commitTurn(message: string): Promise<Turn> {
+    return this.#exclusively(async () => {
+      const turn = await this.beginTurn();
+      turn.message = message;
+      await this.hooks.turnCommitting.promise(turn);
+      turn.committedAt = new Date().toISOString();
+      this.#turn = undefined;
+      this.log.info({ phase: 'commit', turnId: turn.id, facts: turn.facts }, 'turn committed');
+      await this.hooks.turnCommitted.promise(turn);
+      return turn;
+    });
+  }
+
+  async control(command: string, payload: ControlPayload = {}): Promise<ControlResult> {
+    const hook = this.hooks.control.get(command);
+    const context = { log: this.log.child({ phase: 'control', command }), broker: this };
+    if (!hook?.isUsed()) {
+      return { ok: false, error: `unknown control command: ${command}`, errorCode: ErrorCodes.UNKNOWN_COMMAND };
+    }
+    try {
+      return (await hook.promise(payload, context)) ?? { ok: false, error: `${command} was not handled` };
+    } catch (error) {
+      const failure = toBrokerError(error);
+      context.log.error({ err: failure }, 'control command failed');
+      return { ok: false, error: failure.message, errorCode: failure.code };
+    }
+  }
+
+  /** Run one request through the pipeline. Never throws: failures are deny outcomes. */
+  async handle(input: BrokerRequestInput): Promise<Outcome> {
+    const started = process.hrtime.bigint();
+    const requestId = `r${++this.#sequence}`;
+    const parsed = brokerRequestSchema.safeParse(input);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'request'}: ${issue.message}`).join('; ');
+      return this.#rejected(requestId, input, started, ErrorCodes.BAD_REQUEST, message);
+    }
+    const request = parsed.data;
+    const context: RequestContext = {
+      requestId,
+      broker: this,
+      state: new Map(),
+      log: this.log.child({ requestId, toolCallId: request.toolCallId, traceId: request.traceId }),
+    };
+    const modifies = request.targets.some((target) => target.access !== 'read');
+    const run = () => this.#run(request, context, started);
+    return modifies ? this.#exclusively(run) : run();
+  }
+
+  async close(): Promise<void> {
+    await this.hooks.close.promise();
+  }
+
+  #exclusively<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.#exclusive.then(task, task);
+    this.#exclusive = result.catch(() => undefined);
+    return result;
+  }
+
+  async #run(request: BrokerRequest, context: RequestContext, started: bigint): Promise<Outcome> {
+    const hooks = this.hooks;
+    let targets: ResolvedTarget[] = [];
+    let decision: Decision = NO_OPINION;
+    let outcome: Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>;
+    try {
+      await this.beginTurn();
+      const denial = await hooks.validateSession.promise(request, context);
+      if (denial) {
+        decision = { ...denial, verdict: 'deny' };
+        outcome = failure(ErrorCodes.SESSION_MISMATCH, denial.reason ?? 'session rejected');
+      } else {
+        targets = await this.#resolve(request, context);
+        const resolved: ResolvedRequest = { request, targets };
+        decision = await this.#decide(resolved, context);
+        await hooks.decided.promise(decision, resolved, context);
+        if (!isAllowed(decision)) {
+          const code = decision.verdict === 'prompt' ? ErrorCodes.APPROVAL_REQUIRED : ErrorCodes.POLICY_DENIED;
+          outcome = failure(code, decision.reason ?? `policy answered ${decision.verdict}`);
+        } else {
+          outcome = await this.#proceed(resolved, decision, context);
+        }
+      }
+    } catch (error) {
+      outcome = failureFrom(error, ErrorCodes.PLUGIN_FAILED);
+    }
+    const done: Outcome = {
+      requestId: context.requestId,
+      request,
+      targets,
+      decision,
+      ...outcome,
+      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+    };
+    try {
+      await hooks.requestDone.promise(done, context);
+    } catch (error) {
+      context.log.error({ phase: 'broker', err: error }, 'a requestDone tap failed');
+    }
+    return done;
+  }
+
+  async #resolve(request: BrokerRequest, context: RequestContext): Promise<ResolvedTarget[]> {
+    const resolution = await this.hooks.resolvePath.promise({ targets: request.targets.map((t) => ({ ...t })) }, request, context);
+    return resolution.targets.map((draft) => {
+      const checked = resolvedTargetSchema.safeParse(draft);
+      if (!checked.success) {
+        throw new BrokerError(ErrorCodes.PATH_UNRESOLVED, `no plugin resolved ${draft.path}`, { cause: checked.error });
+      }
+      return checked.data;
+    });
+  }
+
+  async #decide(resolved: ResolvedRequest, context: RequestContext): Promise<Decision> {
+    const decisions: Decision[] = [];
+    for (const target of resolved.targets) {
+      decisions.push((await this.hooks.evaluatePolicy.promise(target, resolved, context)) ?? NO_OPINION);
+    }
+    return combineDecisions(decisions);
+  }
+
+  async #proceed(resolved: ResolvedRequest, decision: Decision, context: RequestContext) {
+    try {
+      await this.hooks.preModifyBackup.promise(resolved, decision, context);
+    } catch (error) {
+      const inner = toBrokerError(error, ErrorCodes.BACKUP_FAILED);
+      const code = inner.code === ErrorCodes.BACKUP_TOO_LARGE ? inner.code : ErrorCodes.BACKUP_FAILED;
+      return { ...failureFrom(error, code), wireDecision: 'deny' as const };
+    }
+    const { request } = resolved;
+    if (request.action === 'token') {
+      const grant = await this.hooks.issueToken.promise(resolved, decision, context);
+      if (!grant) return failure(ErrorCodes.NO_TOKEN, 'no plugin issued a token');
+      return { ok: true, grant, wireDecision: wireDecisionOf(grant) };
+    }
+    if (request.action === 'host-op') {
+      const hook = this.hooks.executeHostOp.get(request.operation);
+      let result: HostOpResult | undefined;
+      try {
+        result = hook?.isUsed() ? await hook.promise(resolved, decision, context) : undefined;
+      } catch (error) {
+        return { ...failureFrom(error, ErrorCodes.HOST_OP_FAILED), wireDecision: 'host-op' as const };
+      }
+      if (!result) return failure(ErrorCodes.UNSUPPORTED_OPERATION, `no plugin performs ${request.operation}`);
+      return { ok: true, result, wireDecision: 'host-op' as const };
+    }
+    return { ok: true, wireDecision: decision.verdict === 'grant-token' ? ('grant-token' as const) : ('sandbox' as const) };
+  }
+
+  #rejected(requestId: string, input: unknown, started: bigint, code: ErrorCode, message: string): Outcome {
+    const request = input as BrokerRequest;
+    return {
+      requestId,
+      request,
+      targets: [],
+      decision: { verdict: 'deny', reason: message, source: 'core' },
+      ...failure(code, message),
+      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+    };
+  }
+}
+
+function wireDecisionOf(grant: Grant): WireDecision {
+  return grant.kind === 'sandbox' ? 'sandbox' : 'grant-token';
+}
+
+function failure(code: ErrorCode, message: string, extra: Partial<OutcomeError> = {}) {
+  return { ok: false, wireDecision: 'deny' as WireDecision, error: { code, message, ...extra } };
+}
+
+function failureFrom(error: unknown, fallback: ErrorCode) {
+  const inner = toBrokerError(error, fallback);
+  const extra: Partial<OutcomeError> = {};
+  if (inner.errno) extra.errno = inner.errno;
+  if (error instanceof PluginError) {
+    extra.plugin = error.plugin;
+    extra.hook = error.hook;
+  }
+  return failure(inner.code === ErrorCodes.PLUGIN_FAILED ? fallback : inner.code, inner.message, extra);
+}

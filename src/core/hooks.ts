@@ -1,0 +1,127 @@
+import { AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, HookMap } from 'tapable';
+import type { Logger } from './logger.js';
+import type {
+  BrokerRequest,
+  Decision,
+  Grant,
+  HostOpResult,
+  Outcome,
+  RequestTarget,
+  ResolvedTarget,
+} from './schemas.js';
+import type { Broker } from './broker.js';
+
+/** Per-request context handed to every tap. */
+export interface RequestContext {
+  readonly requestId: string;
+  readonly log: Logger;
+  readonly broker: Broker;
+  /** Scratch space for plugins to pass data along one request (key by a symbol you own). */
+  readonly state: Map<symbol | string, unknown>;
+}
+
+/** A target while resolve-path runs: plugins fill in the resolved forms. */
+export type TargetDraft = RequestTarget & Partial<Omit<ResolvedTarget, keyof RequestTarget>>;
+
+export interface Resolution {
+  targets: TargetDraft[];
+}
+
+/** A request whose paths are resolved: what policy, backup and execution see. */
+export interface ResolvedRequest {
+  readonly request: BrokerRequest;
+  readonly targets: readonly ResolvedTarget[];
+}
+
+/** One agent turn: the unit backups are grouped and committed by. */
+export interface Turn {
+  readonly id: string;
+  readonly sessionId: string;
+  readonly startedAt: string;
+  message?: string;
+  committedAt?: string;
+  /** Facts plugins attach while committing (e.g. how many files were backed up). */
+  readonly facts: Record<string, unknown>;
+}
+
+export interface ControlContext {
+  readonly log: Logger;
+  readonly broker: Broker;
+}
+
+export type ControlPayload = Record<string, unknown>;
+export type ControlResult = { ok: boolean } & Record<string, unknown>;
+
+type RequestHook<R> = AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], R>;
+
+export interface BrokerHooks {
+  /** A tap returns a denial to stop the request. */
+  readonly validateSession: AsyncSeriesBailHook<[BrokerRequest, RequestContext], Decision | undefined>;
+  /** Waterfall: each tap returns the resolution, with more of each target filled in. */
+  readonly resolvePath: AsyncSeriesWaterfallHook<[Resolution, BrokerRequest, RequestContext]>;
+  /** Called once per target; the first tap with an opinion wins. No opinion at all → deny. */
+  readonly evaluatePolicy: AsyncSeriesBailHook<[ResolvedTarget, ResolvedRequest, RequestContext], Decision | undefined>;
+  /** Observes the combined decision before anything happens (approval, audit). */
+  readonly decided: AsyncSeriesHook<[Decision, ResolvedRequest, RequestContext]>;
+  /** Back up what the request is about to change; throwing denies the request. */
+  readonly preModifyBackup: AsyncSeriesHook<[ResolvedRequest, Decision, RequestContext]>;
+  /** For token requests: what lets the client proceed. No grant → deny. */
+  readonly issueToken: RequestHook<Grant | undefined>;
+  /** For host operations, one hook per operation name. No result → unsupported. */
+  readonly executeHostOp: HookMap<RequestHook<HostOpResult | undefined>>;
+  /** After every request, whatever its outcome. */
+  readonly requestDone: AsyncSeriesHook<[Outcome, RequestContext]>;
+  readonly turnStarted: AsyncSeriesHook<[Turn]>;
+  readonly turnCommitting: AsyncSeriesHook<[Turn]>;
+  readonly turnCommitted: AsyncSeriesHook<[Turn]>;
+  /** Control commands from the broker's owner (never from the socket), one hook per name. */
+  readonly control: HookMap<AsyncSeriesBailHook<[ControlPayload, ControlContext], ControlResult | undefined>>;
+  readonly close: AsyncSeriesHook<[]>;
+}
+
+export function createHooks(): BrokerHooks {
+  return Object.freeze({
+    validateSession: new AsyncSeriesBailHook<[BrokerRequest, RequestContext], Decision | undefined>(
+      ['request', 'context'],
+      'validateSession',
+    ),
+    resolvePath: new AsyncSeriesWaterfallHook<[Resolution, BrokerRequest, RequestContext]>(
+      ['resolution', 'request', 'context'],
+      'resolvePath',
+    ),
+    evaluatePolicy: new AsyncSeriesBailHook<[ResolvedTarget, ResolvedRequest, RequestContext], Decision | undefined>(
+      ['target', 'request', 'context'],
+      'evaluatePolicy',
+    ),
+    decided: new AsyncSeriesHook<[Decision, ResolvedRequest, RequestContext]>(['decision', 'request', 'context'], 'decided'),
+    preModifyBackup: new AsyncSeriesHook<[ResolvedRequest, Decision, RequestContext]>(
+      ['request', 'decision', 'context'],
+      'preModifyBackup',
+    ),
+    issueToken: new AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], Grant | undefined>(
+      ['request', 'decision', 'context'],
+      'issueToken',
+    ),
+    executeHostOp: new HookMap(
+      (key: string) =>
+        new AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], HostOpResult | undefined>(
+          ['request', 'decision', 'context'],
+          `executeHostOp(${key})`,
+        ),
+      'executeHostOp',
+    ),
+    requestDone: new AsyncSeriesHook<[Outcome, RequestContext]>(['outcome', 'context'], 'requestDone'),
+    turnStarted: new AsyncSeriesHook<[Turn]>(['turn'], 'turnStarted'),
+    turnCommitting: new AsyncSeriesHook<[Turn]>(['turn'], 'turnCommitting'),
+    turnCommitted: new AsyncSeriesHook<[Turn]>(['turn'], 'turnCommitted'),
+    control: new HookMap(
+      (key: string) =>
+        new AsyncSeriesBailHook<[ControlPayload, ControlContext], ControlResult | undefined>(
+          ['payload', 'context'],
+          `control(${key})`,
+        ),
+      'control',
+    ),
+    close: new AsyncSeriesHook<[]>([], 'close'),
+  });
+}

@@ -1,0 +1,17 @@
+export { Broker, combineDecisions, isAllowed, type BrokerOptions } from './broker.js';
+export { BrokerError, PluginError, ErrorCodes, errnoOf, toBrokerError, type ErrorCode } from './errors.js';
+export type {
+  BrokerHooks,
+  ControlContext,
+  ControlPayload,
+  ControlResult,
+  RequestContext,
+  Resolution,
+  ResolvedRequest,
+  TargetDraft,
+  Turn,
+} from './hooks.js';
+export { createLogger, silentLogger, type Logger, type LogPhase, type CreateLoggerOptions } from './logger.js';
+export type { BrokerPlugin } from './plugin.js';
+export * from './schemas.js';
+export { PolicyStage, ResolveStage, Stage } from './stages.js';

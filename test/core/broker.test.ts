@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Broker,
+  ErrorCodes,
+  PolicyStage,
+  type BrokerPlugin,
+  type BrokerRequestInput,
+  type Decision,
+  type TargetDraft,
+} from '../../src/core/index.js';
+
+const request = (overrides: Partial<BrokerRequestInput> = {}): BrokerRequestInput => ({
+  origin: 'api',
+  action: 'check',
+  operation: 'open',
+  targets: [{ role: 'path', path: '/work/a.txt', access: 'write' }],
+  sessionId: 's1',
+  ...overrides,
+});
+
+/** Resolves every path to itself, so core tests need no file system. */
+const identityResolver: BrokerPlugin = {
+  name: 'identity-resolver',
+  apply(broker) {
+    broker.hooks.resolvePath.tap('identity-resolver', (resolution) => ({
+      targets: resolution.targets.map((t: TargetDraft) => ({ ...t, lexical: t.path, resolved: t.path, ruleForm: t.path, kind: 'file' as const })),
+    }));
+  },
+};
+
+const policy = (name: string, stage: number, decide: (path: string) => Decision | undefined): BrokerPlugin => ({
+  name,
+  apply(broker) {
+    broker.hooks.evaluatePolicy.tap({ name, stage }, (target) => decide(target.resolved));
+  },
+});
+
+describe('Broker pipeline', () => {
+  it('denies when no policy plugin has an opinion', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver);
+    const outcome = await broker.handle(request());
+    expect(outcome.ok).toBe(false);
+    expect(outcome.decision.verdict).toBe('deny');
+    expect(outcome.error?.code).toBe(ErrorCodes.POLICY_DENIED);
+  });
+
+  it('denies when no plugin resolves the path', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(policy('allow', 0, () => ({ verdict: 'sandbox' })));
+    const outcome = await broker.handle(request());
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error?.code).toBe(ErrorCodes.PATH_UNRESOLVED);
+  });
+
+  it.each([
+    ['earlier stage wins', [-100, 0], 'deny'],
+    ['stage, not registration order, decides', [0, -100], 'sandbox'],
+  ] as const)('orders policy taps by stage: %s', async (_label, [denyStage, allowStage], expected) => {
+    const broker = new Broker({ sessionId: 's1' }).use(
+      identityResolver,
+      policy('deny-all', denyStage, () => ({ verdict: 'deny' })),
+      policy('allow-all', allowStage, () => ({ verdict: 'sandbox' })),
+    );
+    const outcome = await broker.handle(request());
+    expect(outcome.decision.verdict).toBe(expected);
+  });
+
+  it('combines per-target decisions with the most restrictive verdict', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(
+      identityResolver,
+      policy('split', PolicyStage.RULES, (path) => (path.endsWith('.pem') ? { verdict: 'prompt' } : { verdict: 'sandbox' })),
+    );
+    const outcome = await broker.handle(
+      request({
+        operation: 'rename',
+        targets: [
+          { role: 'from', path: '/work/a.txt', access: 'delete' },
+          { role: 'to', path: '/work/key.pem', access: 'write' },
+        ],
+      }),
+    );
+    expect(outcome.decision.verdict).toBe('prompt');
+    expect(outcome.error?.code).toBe(ErrorCodes.APPROVAL_REQUIRED);
+  });
+
+  it('rejects malformed requests with BAD_REQUEST instead of throwing', async () => {
+    const broker = new Broker({ sessionId: 's1' });
+    const outcome = await broker.handle({ ...request(), targets: [{ role: 'path', path: 'relative', access: 'write' }] });
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error?.code).toBe(ErrorCodes.BAD_REQUEST);
+    expect(outcome.error?.message).toMatch(/absolute/);
+  });
+
+  it('wraps plugin errors with the plugin and hook names', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver, {
+      name: 'exploding-policy',
+      apply(b) {
+        b.hooks.evaluatePolicy.tapPromise('exploding-policy', async () => {
+          throw new Error('boom');
+        });
+      },
+    });
+    const outcome = await broker.handle(request());
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error).toMatchObject({ plugin: 'exploding-policy', hook: 'evaluatePolicy', code: ErrorCodes.PLUGIN_FAILED });
+  });
+
+  it('runs backup before the token and denies when the backup throws', async () => {
+    const order: string[] = [];
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver, policy('allow', 0, () => ({ verdict: 'sandbox' })), {
+      name: 'recorder',
+      apply(b) {
+        b.hooks.preModifyBackup.tap('recorder', () => {
+          order.push('backup');
+          if (order.length > 1) throw new Error('disk full');
+        });
+        b.hooks.issueToken.tap('recorder', () => {
+          order.push('token');
+          return { kind: 'sandbox' };
+        });
+      },
+    });
+    const first = await broker.handle(request({ action: 'token' }));
+    expect(first).toMatchObject({ ok: true, wireDecision: 'sandbox' });
+    const second = await broker.handle(request({ action: 'token' }));
+    expect(second).toMatchObject({ ok: false, wireDecision: 'deny', error: { code: ErrorCodes.BACKUP_FAILED } });
+    expect(order).toEqual(['backup', 'token', 'backup']);
+  });
+
+  it('answers unsupported host operations without performing anything', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver, policy('allow', 0, () => ({ verdict: 'sandbox' })));
+    const outcome = await broker.handle(request({ action: 'host-op', operation: 'mkdir' }));
+    expect(outcome.error?.code).toBe(ErrorCodes.UNSUPPORTED_OPERATION);
+  });
+
+  it('commits turns through lifecycle hooks and opens a fresh one afterwards', async () => {
+    const seen: string[] = [];
+    const broker = new Broker({ sessionId: 's1' }).use({
+      name: 'lifecycle',
+      apply(b) {
+        b.hooks.turnStarted.tap('lifecycle', (turn) => void seen.push(`start ${turn.id}`));
+        b.hooks.turnCommitting.tap('lifecycle', (turn) => {
+          turn.facts.files = 0;
+          seen.push(`commit ${turn.message}`);
+        });
+      },
+    });
+    const first = await broker.beginTurn();
+    const committed = await broker.commitTurn('did things');
+    expect(committed.id).toBe(first.id);
+    expect(committed.committedAt).toBeDefined();
+    expect(broker.currentTurn).toBeUndefined();
+    const second = await broker.beginTurn();
+    expect(second.id).not.toBe(first.id);
+    expect(seen).toEqual([`start ${first.id}`, 'commit did things', `start ${second.id}`]);
+  });
+
+  it('refuses unknown control commands with a stable code', async () => {
+    const broker = new Broker({ sessionId: 's1' });
+    await expect(broker.control('Nope')).resolves.toMatchObject({ ok: false, errorCode: ErrorCodes.UNKNOWN_COMMAND });
+  });
+
+  it('refuses a plugin registered twice', () => {
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver);
+    expect(() => broker.use(identityResolver)).toThrow(/twice/);
+  });
+});
