@@ -59,6 +59,12 @@ export const requestOptionsSchema = z.strictObject({
   mode: z.number().int().min(0).max(0o7777).optional(),
   symbolic: z.boolean().optional(),
   safeDeleteReportPath: absolutePathSchema.optional(),
+  /**
+   * Whether the operation follows a symlink in the final component. Absent: the
+   * operation's usual semantics (the path-resolution plugin knows them). Kernel requests
+   * set it from O_NOFOLLOW / AT_SYMLINK_NOFOLLOW / AT_SYMLINK_FOLLOW.
+   */
+  followSymlinks: z.boolean().optional(),
   /** open(2) flags, for kernel-originated opens. */
   openFlags: z.number().int().optional(),
   /** For touch: the times to set (seconds since the epoch); now when absent. */
