@@ -140,19 +140,21 @@ export class Broker {
     const started = process.hrtime.bigint();
     const requestId = `r${++this.#sequence}`;
     const parsed = brokerRequestSchema.safeParse(input);
-    if (!parsed.success) {
-      const message = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'request'}: ${issue.message}`).join('; ');
-      return this.#rejected(requestId, input, started, ErrorCodes.BAD_REQUEST, message);
-    }
-    const request = parsed.data;
+    const request = parsed.success ? parsed.data : undefined;
     const context: RequestContext = {
       requestId,
       broker: this,
       state: new Map(),
-      log: this.log.child({ requestId, toolCallId: request.toolCallId, traceId: request.traceId }),
+      log: this.log.child({ requestId, toolCallId: request?.toolCallId, traceId: request?.traceId }),
     };
-    const modifies = request.targets.some((target) => target.access !== 'read');
-    const run = () => this.#run(request, context, started);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'request'}: ${issue.message}`).join('; ');
+      const decision: Decision = { verdict: 'deny', reason: message, source: 'core' };
+      return this.#finish(context, started, undefined, [], decision, failure(ErrorCodes.BAD_REQUEST, message));
+    }
+    const valid = parsed.data;
+    const modifies = valid.targets.some((target) => target.access !== 'read');
+    const run = () => this.#run(valid, context, started);
     return modifies ? this.#exclusively(run) : run();
   }
 
@@ -192,6 +194,17 @@ export class Broker {
     } catch (error) {
       outcome = failureFrom(error, ErrorCodes.PLUGIN_FAILED);
     }
+    return this.#finish(context, started, request, targets, decision, outcome);
+  }
+
+  async #finish(
+    context: RequestContext,
+    started: bigint,
+    request: BrokerRequest | undefined,
+    targets: ResolvedTarget[],
+    decision: Decision,
+    outcome: Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>,
+  ): Promise<Outcome> {
     const done: Outcome = {
       requestId: context.requestId,
       request,
@@ -201,7 +214,7 @@ export class Broker {
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
     };
     try {
-      await hooks.requestDone.promise(done, context);
+      await this.hooks.requestDone.promise(done, context);
     } catch (error) {
       context.log.error({ phase: 'broker', err: error }, 'a requestDone tap failed');
     }
@@ -222,7 +235,8 @@ export class Broker {
   async #decide(resolved: ResolvedRequest, context: RequestContext): Promise<Decision> {
     const decisions: Decision[] = [];
     for (const target of resolved.targets) {
-      decisions.push((await this.hooks.evaluatePolicy.promise(target, resolved, context)) ?? NO_OPINION);
+      const decision = (await this.hooks.evaluatePolicy.promise(target, resolved, context)) ?? NO_OPINION;
+      decisions.push({ ...decision, targetRole: target.role });
     }
     return combineDecisions(decisions);
   }
@@ -253,18 +267,6 @@ export class Broker {
       return { ok: true, result, wireDecision: 'host-op' as const };
     }
     return { ok: true, wireDecision: decision.verdict === 'grant-token' ? ('grant-token' as const) : ('sandbox' as const) };
-  }
-
-  #rejected(requestId: string, input: unknown, started: bigint, code: ErrorCode, message: string): Outcome {
-    const request = input as BrokerRequest;
-    return {
-      requestId,
-      request,
-      targets: [],
-      decision: { verdict: 'deny', reason: message, source: 'core' },
-      ...failure(code, message),
-      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
-    };
   }
 }
 

@@ -125,6 +125,8 @@ export const decisionSchema = z.strictObject({
   reason: z.string().optional(),
   /** The rule or plugin that decided. */
   source: z.string().optional(),
+  /** Which target of the request this decision is about (set by the core when combining). */
+  targetRole: targetRoleSchema.optional(),
 });
 export type Decision = z.infer<typeof decisionSchema>;
 
@@ -158,7 +160,8 @@ export type OutcomeError = z.infer<typeof outcomeErrorSchema>;
 
 export interface Outcome {
   requestId: string;
-  request: BrokerRequest;
+  /** Absent when the input was not a valid request at all. */
+  request: BrokerRequest | undefined;
   ok: boolean;
   decision: Decision;
   wireDecision: WireDecision;

@@ -1,0 +1,12 @@
+import type { z } from 'zod';
+import { BrokerError, ErrorCodes } from '../core/index.js';
+
+/** Parse a plugin's options, turning zod's issues into one message that names each bad key. */
+export function parseOptions<S extends z.ZodType>(plugin: string, schema: S, input: unknown): z.infer<S> {
+  const parsed = schema.safeParse(input ?? {});
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => `  - ${issue.path.join('.') || '(options)'}: ${issue.message}`);
+  throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `invalid options for ${plugin}:\n${lines.join('\n')}`, {
+    cause: parsed.error,
+  });
+}

@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { Broker } from '../../src/core/index.js';
+import { AuditPlugin, getAuditHooks, type AuditRecord } from '../../src/plugins/audit.js';
+import { allowAll, capturingLogger, fixedPolicy, identityResolver, writeRequest } from '../helpers/bare-broker.js';
+
+describe('AuditPlugin', () => {
+  it('emits one record per request with decision, paths, tool call, trace id and duration', async () => {
+    const { logger, lines } = capturingLogger();
+    const broker = new Broker({ sessionId: 's1', logger }).use(identityResolver(), allowAll(), new AuditPlugin());
+    const records: AuditRecord[] = [];
+    getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
+    await broker.handle(writeRequest('/w/a', { toolCallId: 't1', traceId: 'tr1', action: 'check' }));
+    await broker.handle(writeRequest('/w/b', { action: 'check' }));
+    expect(records).toHaveLength(2);
+    expect(records[0]).toMatchObject({
+      sessionId: 's1',
+      operation: 'open',
+      toolCallId: 't1',
+      traceId: 'tr1',
+      verdict: 'sandbox',
+      decision: 'sandbox',
+      ok: true,
+      paths: [{ role: 'path', path: '/w/a', normalisedPath: '/w/a', access: 'write' }],
+    });
+    expect(records[0]?.durationMs).toBeGreaterThanOrEqual(0);
+    const logged = lines().filter((line) => line.phase === 'audit');
+    expect(logged).toHaveLength(2);
+  });
+
+  it('audits denials and malformed requests too', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver(), fixedPolicy(() => ({ verdict: 'deny', reason: 'no', source: 'rule:x' })), new AuditPlugin({ log: false }));
+    const records: AuditRecord[] = [];
+    getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
+    await broker.handle(writeRequest('/w/a'));
+    await broker.handle({ ...writeRequest('/w/a'), targets: [] });
+    expect(records.map((r) => [r.verdict, r.ok, r.decidedBy, r.error?.code])).toEqual([
+      ['deny', false, 'rule:x', 'BSH_POLICY_DENIED'],
+      ['deny', false, 'core', 'BSH_BAD_REQUEST'],
+    ]);
+  });
+
+  it('times every tap through interceptors when asked', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use(new AuditPlugin({ traceTaps: true, log: false }), identityResolver(), allowAll());
+    const records: AuditRecord[] = [];
+    getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
+    await broker.handle(writeRequest('/w/a', { action: 'check' }));
+    expect(records[0]?.taps?.map((t) => `${t.hook}:${t.plugin}`)).toEqual(['resolvePath:test-identity-resolver', 'evaluatePolicy:test-fixed-policy']);
+  });
+});
