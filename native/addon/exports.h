@@ -1,0 +1,17 @@
+// Each mechanism's source file adds its functions to the module's exports.
+#ifndef BROKERED_SHELL_EXPORTS_H
+#define BROKERED_SHELL_EXPORTS_H
+
+#include <napi.h>
+
+namespace bsh {
+
+void RegisterPeerCredentials(Napi::Env env, Napi::Object exports);  // peer-credentials.cc
+void RegisterXattr(Napi::Env env, Napi::Object exports);            // xattr.cc
+void RegisterOpenNoSymlinks(Napi::Env env, Napi::Object exports);   // no-symlink-open.cc
+void RegisterFsAt(Napi::Env env, Napi::Object exports);             // fs-at.cc
+void RegisterKernelProbe(Napi::Env env, Napi::Object exports);      // kernel-probe.cc
+
+}  // namespace bsh
+
+#endif

@@ -1,0 +1,225 @@
+// Host operations relative to directory handles opened without following any
+// symlink, acting on a final name that is never followed either. Together this closes
+// the window between the broker's check of a path and the change it makes.
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "args.h"
+#include "errno-error.h"
+#include "exports.h"
+#include "kernel-compat.h"
+#include "no-symlink-open.h"
+
+namespace bsh {
+
+namespace {
+
+// One directory handle plus a checked final name: the shape every call below starts from.
+struct Target {
+  std::string dir;
+  std::string name;
+  UniqueFd dirFd;
+  std::string Path() const { return JoinPath(dir, name); }
+};
+
+bool TargetArgs(const Napi::CallbackInfo& info, size_t index, const char* syscall, Target* out) {
+  Napi::Env env = info.Env();
+  if (!StringArg(info, index, "dir", &out->dir) || !StringArg(info, index + 1, "name", &out->name)) {
+    return false;
+  }
+  if (!CheckNameOrThrow(env, syscall, out->dir, out->name)) return false;
+  out->dirFd = OpenDirOrThrow(env, out->dir);
+  return out->dirFd.Valid();
+}
+
+bool ModeArg(const Napi::CallbackInfo& info, size_t index, mode_t* out) {
+  int64_t mode = 0;
+  if (!IntegerArg(info, index, "mode", 0, 07777, &mode)) return false;
+  *out = static_cast<mode_t>(mode);
+  return true;
+}
+
+// -1 keeps the current owner/group, as chown(2) and Node's fs.chown define it.
+bool IdArg(const Napi::CallbackInfo& info, size_t index, const char* name, uint32_t* out) {
+  int64_t id = 0;
+  if (!IntegerArg(info, index, name, -1, UINT32_MAX - 1, &id)) return false;
+  *out = id < 0 ? static_cast<uint32_t>(-1) : static_cast<uint32_t>(id);
+  return true;
+}
+
+// null/undefined → UTIME_NOW; the string "omit" → UTIME_OMIT; else { sec, nsec }.
+bool TimeArg(const Napi::CallbackInfo& info, size_t index, const char* name, struct timespec* out) {
+  Napi::Env env = info.Env();
+  Napi::Value value = index < info.Length() ? info[index] : env.Undefined();
+  std::string label = std::string("argument ") + std::to_string(index + 1) + " (" + name + ")";
+  if (value.IsUndefined() || value.IsNull()) {
+    *out = {0, UTIME_NOW};
+    return true;
+  }
+  if (value.IsString()) {
+    if (value.As<Napi::String>().Utf8Value() == "omit") {
+      *out = {0, UTIME_OMIT};
+      return true;
+    }
+    ThrowArgError(env, "ERR_INVALID_ARG_VALUE", label + " must be null, 'omit' or { sec, nsec }");
+    return false;
+  }
+  if (!value.IsObject()) {
+    ThrowArgError(env, "ERR_INVALID_ARG_TYPE", label + " must be null, 'omit' or { sec, nsec }");
+    return false;
+  }
+  Napi::Object object = value.As<Napi::Object>();
+  Napi::Value sec = object.Get("sec");
+  if (env.IsExceptionPending()) return false;
+  Napi::Value nsec = object.Get("nsec");
+  if (env.IsExceptionPending()) return false;
+  if (!sec.IsNumber() || !nsec.IsNumber()) {
+    ThrowArgError(env, "ERR_INVALID_ARG_TYPE", label + ".sec and .nsec must be numbers");
+    return false;
+  }
+  double s = sec.As<Napi::Number>().DoubleValue();
+  double ns = nsec.As<Napi::Number>().DoubleValue();
+  constexpr double kMaxSafe = 9007199254740991.0;
+  if (!std::isfinite(s) || std::trunc(s) != s || std::fabs(s) > kMaxSafe || !std::isfinite(ns) ||
+      std::trunc(ns) != ns || ns < 0 || ns > 999999999) {
+    ThrowArgError(env, "ERR_OUT_OF_RANGE",
+                  label + " needs an integral sec and an integral nsec in [0, 999999999]");
+    return false;
+  }
+  out->tv_sec = static_cast<time_t>(s);
+  out->tv_nsec = static_cast<long>(ns);
+  return true;
+}
+
+}  // namespace
+
+static Napi::Value UnlinkAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target target;
+  bool directory = false;
+  if (!OptionalBoolOption(info, 2, "directory", &directory)) return env.Undefined();
+  if (!TargetArgs(info, 0, "unlinkat", &target)) return env.Undefined();
+  if (unlinkat(target.dirFd.Get(), target.name.c_str(), directory ? AT_REMOVEDIR : 0) != 0) {
+    return ThrowErrno(env, errno, {"unlinkat", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value RenameAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  bool noReplace = false, exchange = false;
+  if (!OptionalBoolOption(info, 4, "noReplace", &noReplace) ||
+      !OptionalBoolOption(info, 4, "exchange", &exchange)) {
+    return env.Undefined();
+  }
+  Target from, to;
+  if (!TargetArgs(info, 0, "renameat2", &from) || !TargetArgs(info, 2, "renameat2", &to)) {
+    return env.Undefined();
+  }
+  unsigned int flags = (noReplace ? RENAME_NOREPLACE : 0) | (exchange ? RENAME_EXCHANGE : 0);
+  // Both flags together are EINVAL from the kernel; let it say so.
+  if (renameat2(from.dirFd.Get(), from.name.c_str(), to.dirFd.Get(), to.name.c_str(), flags) != 0) {
+    return ThrowErrno(env, errno, {"renameat2", from.Path(), to.Path(), ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value MkdirAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target target;
+  mode_t mode = 0;
+  if (!ModeArg(info, 2, &mode) || !TargetArgs(info, 0, "mkdirat", &target)) return env.Undefined();
+  if (mkdirat(target.dirFd.Get(), target.name.c_str(), mode) != 0) {
+    return ThrowErrno(env, errno, {"mkdirat", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value LinkAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target from, to;
+  if (!TargetArgs(info, 0, "linkat", &from) || !TargetArgs(info, 2, "linkat", &to)) {
+    return env.Undefined();
+  }
+  // No AT_SYMLINK_FOLLOW: a symlink source is linked as the symlink itself.
+  if (linkat(from.dirFd.Get(), from.name.c_str(), to.dirFd.Get(), to.name.c_str(), 0) != 0) {
+    return ThrowErrno(env, errno, {"linkat", from.Path(), to.Path(), ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value SymlinkAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::string linkTarget;
+  Target target;
+  if (!StringArg(info, 0, "target", &linkTarget) || !TargetArgs(info, 1, "symlinkat", &target)) {
+    return env.Undefined();
+  }
+  if (symlinkat(linkTarget.c_str(), target.dirFd.Get(), target.name.c_str()) != 0) {
+    return ThrowErrno(env, errno, {"symlinkat", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value ChmodAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target target;
+  mode_t mode = 0;
+  if (!ModeArg(info, 2, &mode) || !TargetArgs(info, 0, "fchmodat2", &target)) return env.Undefined();
+  // fchmodat2 is the only chmod that honours AT_SYMLINK_NOFOLLOW in the kernel; on a
+  // symlink it fails (EOPNOTSUPP) instead of changing the target. No fallback: a kernel
+  // without it reports ENOSYS and the probe tells the operator why.
+  if (syscall(__NR_fchmodat2, target.dirFd.Get(), target.name.c_str(), mode, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ThrowErrno(env, errno, {"fchmodat2", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value ChownAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target target;
+  uint32_t uid = 0, gid = 0;
+  if (!IdArg(info, 2, "uid", &uid) || !IdArg(info, 3, "gid", &gid) ||
+      !TargetArgs(info, 0, "fchownat", &target)) {
+    return env.Undefined();
+  }
+  if (fchownat(target.dirFd.Get(), target.name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ThrowErrno(env, errno, {"fchownat", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+static Napi::Value UtimesAt(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Target target;
+  struct timespec times[2];
+  if (!TimeArg(info, 2, "atime", &times[0]) || !TimeArg(info, 3, "mtime", &times[1]) ||
+      !TargetArgs(info, 0, "utimensat", &target)) {
+    return env.Undefined();
+  }
+  if (utimensat(target.dirFd.Get(), target.name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+    return ThrowErrno(env, errno, {"utimensat", target.Path(), "", ""});
+  }
+  return env.Undefined();
+}
+
+void RegisterFsAt(Napi::Env env, Napi::Object exports) {
+  exports.Set("unlinkAt", Napi::Function::New(env, UnlinkAt, "unlinkAt"));
+  exports.Set("renameAt", Napi::Function::New(env, RenameAt, "renameAt"));
+  exports.Set("mkdirAt", Napi::Function::New(env, MkdirAt, "mkdirAt"));
+  exports.Set("linkAt", Napi::Function::New(env, LinkAt, "linkAt"));
+  exports.Set("symlinkAt", Napi::Function::New(env, SymlinkAt, "symlinkAt"));
+  exports.Set("chmodAt", Napi::Function::New(env, ChmodAt, "chmodAt"));
+  exports.Set("chownAt", Napi::Function::New(env, ChownAt, "chownAt"));
+  exports.Set("utimesAt", Napi::Function::New(env, UtimesAt, "utimesAt"));
+}
+
+}  // namespace bsh

@@ -1,0 +1,84 @@
+import type {
+  KernelProbe,
+  PeerCredentials,
+  RenameAtOptions,
+  UnlinkAtOptions,
+  UtimeValue,
+} from './types.js';
+
+/**
+ * The addon's surface. Every function is synchronous (one fast syscall, or a bounded
+ * probe) and throws a {@link NativeErrnoError} on failure.
+ *
+ * Directory arguments (`dir`, `fromDir`, `toDir`) must be absolute; each is opened with
+ * openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS), so a symlink anywhere in it fails
+ * with ELOOP. Name arguments must be one path component (not '', '.', '..', no '/':
+ * EINVAL) and are never followed.
+ */
+export interface NativeBinding {
+  /** SO_PEERCRED of a connected Unix socket fd. */
+  peerCredentials(fd: number): PeerCredentials;
+
+  /** Names of the extended attributes of `path` (of a symlink itself when `noFollow`). */
+  listXattrs(path: string, noFollow?: boolean): string[];
+  getXattr(path: string, name: string, noFollow?: boolean): Buffer;
+  /** Creates or replaces the attribute. */
+  setXattr(path: string, name: string, value: Buffer, noFollow?: boolean): void;
+  removeXattr(path: string, name: string, noFollow?: boolean): void;
+
+  /** unlinkat; `directory` removes an empty directory. */
+  unlinkAt(dir: string, name: string, options?: UnlinkAtOptions): void;
+  /** renameat2; crossing file systems fails with code 'EXDEV'. */
+  renameAt(fromDir: string, fromName: string, toDir: string, toName: string, options?: RenameAtOptions): void;
+  mkdirAt(dir: string, name: string, mode: number): void;
+  /** Hard link; a symlink source is linked as the symlink itself. */
+  linkAt(fromDir: string, fromName: string, toDir: string, toName: string): void;
+  symlinkAt(target: string, dir: string, name: string): void;
+  /** fchmodat2 with AT_SYMLINK_NOFOLLOW: on a symlink it fails (EOPNOTSUPP) and changes nothing. */
+  chmodAt(dir: string, name: string, mode: number): void;
+  /** fchownat with AT_SYMLINK_NOFOLLOW; -1 keeps the current uid or gid. */
+  chownAt(dir: string, name: string, uid: number, gid: number): void;
+  /** utimensat with AT_SYMLINK_NOFOLLOW; see {@link UtimeValue}. */
+  utimesAt(dir: string, name: string, atime: UtimeValue, mtime: UtimeValue): void;
+
+  /**
+   * openat2(AT_FDCWD, path, { flags | O_CLOEXEC, mode, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS }).
+   * `path` must be absolute; no component, the final one included, may be a symlink.
+   * Returns an fd the caller closes with `fs.closeSync`. `mode` applies only with O_CREAT/O_TMPFILE.
+   */
+  openNoSymlinks(path: string, flags: number, mode?: number): number;
+
+  /** Asks the running kernel what it supports (forks two short-lived probe children). */
+  probeKernel(): KernelProbe;
+}
+
+/** Every function name of the binding; the Record type makes the compiler check it is complete. */
+const bindingFunctions: Record<keyof NativeBinding, true> = {
+  peerCredentials: true,
+  listXattrs: true,
+  getXattr: true,
+  setXattr: true,
+  removeXattr: true,
+  unlinkAt: true,
+  renameAt: true,
+  mkdirAt: true,
+  linkAt: true,
+  symlinkAt: true,
+  chmodAt: true,
+  chownAt: true,
+  utimesAt: true,
+  openNoSymlinks: true,
+  probeKernel: true,
+};
+
+export const BINDING_FUNCTION_NAMES: readonly string[] = Object.freeze(Object.keys(bindingFunctions));
+
+/** The names a loaded module lacks (a stale build loads but misses newer functions). */
+export function missingBindingFunctions(value: unknown): string[] {
+  if (typeof value !== 'object' || value === null) return [...BINDING_FUNCTION_NAMES];
+  return BINDING_FUNCTION_NAMES.filter((name) => typeof Reflect.get(value, name) !== 'function');
+}
+
+export function isNativeBinding(value: unknown): value is NativeBinding {
+  return missingBindingFunctions(value).length === 0;
+}

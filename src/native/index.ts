@@ -1,0 +1,16 @@
+export { native, loadNative, findPackageRoot, addonCandidates, type LoadAttempt } from './loader.js';
+export { isNativeBinding, missingBindingFunctions, BINDING_FUNCTION_NAMES, type NativeBinding } from './bindings.js';
+export { socketFd } from './socket-fd.js';
+export {
+  isNativeErrnoError,
+  kernelProbeSchema,
+  peerCredentialsSchema,
+  timeSpecFromNs,
+  type KernelProbe,
+  type NativeErrnoError,
+  type PeerCredentials,
+  type RenameAtOptions,
+  type TimeSpec,
+  type UnlinkAtOptions,
+  type UtimeValue,
+} from './types.js';
