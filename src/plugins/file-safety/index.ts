@@ -1,0 +1,28 @@
+export { FileSafetyPlugin, FILE_SAFETY_TAPS, PLUGIN_NAME } from './plugin.js';
+export {
+  fileSafetyOptionsSchema,
+  fileSafetyRuleSchema,
+  parseFileSafetyOptions,
+  type FileSafetyOptions,
+  type FileSafetyRule,
+  type ParsedFileSafetyOptions,
+} from './options.js';
+export { compileFileSafety, type CompiledRule, type FileSafetyPolicy, type WritableRoot } from './policy.js';
+export {
+  evaluateFileSafety,
+  evaluateMandatoryStage,
+  evaluateRoots,
+  evaluateRules,
+  policyTargetFor,
+  shadowedRules,
+  VERDICT_SEVERITY,
+  type ShadowedRule,
+} from './evaluate.js';
+export {
+  buildProtections,
+  GIT_PROTECTED_PATTERNS,
+  GLOBAL_GIT_CONFIG,
+  SHELL_STARTUP_FILES,
+  type Protection,
+} from './mandatory.js';
+export { compilePattern, formsOf, isBeneath, isWithin, type PathMatcher, type PolicyTarget, type TargetForms } from './patterns.js';

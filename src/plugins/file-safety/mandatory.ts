@@ -1,0 +1,128 @@
+import path from 'node:path';
+import type { Decision } from '../../core/index.js';
+import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
+
+/**
+ * Files a shell or git runs code from later, when a person (not the sandbox) uses them.
+ * Relative to home. The list in the brief, plus fish's conf.d and git's global config,
+ * which run code for the same reason.
+ */
+export const SHELL_STARTUP_FILES: readonly string[] = Object.freeze([
+  '.bashrc',
+  '.bash_profile',
+  '.bash_login',
+  '.bash_logout',
+  '.profile',
+  '.zshrc',
+  '.zshenv',
+  '.zprofile',
+  '.zlogin',
+  '.zlogout',
+  '.inputrc',
+  '.config/fish/config.fish',
+  '.config/fish/conf.d',
+]);
+export const GLOBAL_GIT_CONFIG: readonly string[] = Object.freeze(['.gitconfig', '.config/git/config']);
+
+/**
+ * Repository files that make git run code (hooks, and config that can name commands),
+ * at any depth, including submodules' git directories. Everything else in `.git`
+ * (objects, refs, index, HEAD, logs) stays with the normal rules so git can commit.
+ */
+export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
+  '.git/hooks',
+  '.git/config',
+  '.git/config.worktree',
+  '.git/modules/**/hooks',
+  '.git/modules/**/config',
+]);
+
+export interface Protection {
+  readonly id: string;
+  readonly verdict: 'prompt' | 'deny';
+  readonly reason: string;
+  /** The path is protected, or beneath something protected. */
+  covers(form: string): boolean;
+  /**
+   * The path is a directory above something protected: deleting, renaming or replacing
+   * it changes what is protected just as well.
+   */
+  holds(form: string): boolean;
+  /** Paths that stand for this protection when looking for rules that try to lift it. */
+  samples(bases: readonly string[]): string[];
+}
+
+function literal(id: string, verdict: Protection['verdict'], reason: string, anchors: readonly string[]): Protection {
+  return {
+    id,
+    verdict,
+    reason,
+    covers: (form) => anchors.some((anchor) => isWithin(form, anchor)),
+    holds: (form) => anchors.some((anchor) => isBeneath(anchor, form)),
+    samples: () => [...anchors],
+  };
+}
+
+function anyDepth(id: string, reason: string, patterns: readonly string[]): Protection {
+  const matchers = patterns.map((pattern) => compilePattern(pattern, []));
+  return {
+    id,
+    verdict: 'prompt',
+    reason,
+    covers: (form) => matchers.some((matches) => matches(form)),
+    // A `.git` directory (or `.git` file naming one) holds hooks and config.
+    holds: (form) => path.posix.basename(form) === '.git',
+    samples: (bases) => bases.flatMap((base) => [`${base}/.git/hooks/pre-commit`, `${base}/.git/config`]),
+  };
+}
+
+export interface ProtectionInputs {
+  /** Every form of home (as given, real path). */
+  readonly homes: readonly string[];
+  /** Every form of each protected path (as given, real path). */
+  readonly protectedPaths: readonly string[];
+}
+
+/** The built-in protections. No option removes them. */
+export function buildProtections(inputs: ProtectionInputs): Protection[] {
+  const underHome = (names: readonly string[]) => unique(inputs.homes.flatMap((home) => names.map((name) => path.posix.join(home, name))));
+  const protections = [
+    literal('shell-startup', 'prompt', 'a shell startup file', underHome(SHELL_STARTUP_FILES)),
+    literal('git-global-config', 'prompt', "git's global configuration", underHome(GLOBAL_GIT_CONFIG)),
+    anyDepth('git-hooks-config', 'a git hook or git configuration', GIT_PROTECTED_PATTERNS),
+  ];
+  if (inputs.protectedPaths.length > 0) {
+    protections.push(literal('broker-files', 'deny', "the broker's own files", inputs.protectedPaths));
+  }
+  return protections;
+}
+
+const RANK = { prompt: 1, deny: 2 } as const;
+
+/**
+ * Mandatory protections for one target: only writes and deletes, on every form of its
+ * path. The strictest protection that applies decides.
+ */
+export function evaluateMandatory(target: PolicyTarget, forms: TargetForms, protections: readonly Protection[]): Decision | undefined {
+  if (target.access === 'read') return undefined;
+  let found: { protection: Protection; form: string; holds: boolean } | undefined;
+  for (const protection of protections) {
+    if (found && RANK[found.protection.verdict] >= RANK[protection.verdict]) continue;
+    for (const form of forms.all) {
+      const covered = protection.covers(form);
+      if (covered || protection.holds(form)) {
+        found = { protection, form, holds: !covered };
+        break;
+      }
+    }
+  }
+  if (!found) return undefined;
+  const { protection, form, holds } = found;
+  const what = holds ? `holds ${protection.reason}` : `is ${protection.reason}`;
+  const ask = protection.verdict === 'deny' ? 'it is never modified' : 'a person must approve';
+  return {
+    verdict: protection.verdict,
+    reason: `${form} ${what}; ${ask}`,
+    source: `file-safety:mandatory:${protection.id}`,
+  };
+}

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema } from '../../core/index.js';
+
+const noNul = (value: string) => !value.includes('\0');
+/** `~` only as a whole first component: `~user/…` is a shell feature rules do not have. */
+const tildeIsHome = (value: string) => !value.startsWith('~') || value === '~' || value.startsWith('~/');
+
+export const fileSafetyRuleSchema = z.strictObject({
+  /**
+   * `/…` absolute, `~/…` under home, anything else at any depth (`*.pem`, `.git/config`,
+   * `secrets/**`). A pattern that names a directory covers what is inside it.
+   */
+  pattern: z
+    .string()
+    .min(1)
+    .max(4096)
+    .refine(noNul, 'pattern contains a NUL byte')
+    .refine(tildeIsHome, 'a pattern may start with ~ only as ~ or ~/')
+    .refine((value) => !value.startsWith('!'), 'negated patterns are not supported; write a rule with the decision you want'),
+  /** Which accesses the rule governs; all of them when absent. */
+  access: z.array(accessSchema).min(1).optional(),
+  decision: verdictSchema,
+  /** Shown in the audit log and to a person asked to approve. */
+  reason: z.string().max(1000).optional(),
+});
+export type FileSafetyRule = z.infer<typeof fileSafetyRuleSchema>;
+
+export const fileSafetyOptionsSchema = z.strictObject({
+  /** Where writes and deletes are left to the sandbox. Must exist; resolved to real paths. */
+  writableRoots: z.array(absolutePathSchema),
+  /** Configured rules. Among the rules that match a target, the most restrictive decides. */
+  rules: z.array(fileSafetyRuleSchema).default([]),
+  /** The broker's own files (socket directory, backup store): never written, never deleted. */
+  protectedPaths: z.array(absolutePathSchema).default([]),
+  /** What `~` means in patterns and where shell startup files live (default: the OS's home). */
+  home: absolutePathSchema.optional(),
+  /** The answer for writes outside every root that no rule named. */
+  outsideRoots: z.enum(['deny', 'prompt']).default('deny'),
+});
+/** What a caller passes. */
+export type FileSafetyOptions = z.input<typeof fileSafetyOptionsSchema>;
+/** After defaults are applied. */
+export type ParsedFileSafetyOptions = z.infer<typeof fileSafetyOptionsSchema>;
+
+/** Validate options; a failure is one INVALID_OPTIONS error that names every bad key. */
+export function parseFileSafetyOptions(input: unknown): ParsedFileSafetyOptions {
+  const parsed = fileSafetyOptionsSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => {
+    const where = issue.path.map(String).join('.') || 'options';
+    return issue.code === 'unrecognized_keys' ? `${where}: unknown key(s) ${issue.keys.join(', ')}` : `${where}: ${issue.message}`;
+  });
+  throw invalidOptions(lines);
+}
+
+export function invalidOptions(lines: readonly string[], cause?: unknown): BrokerError {
+  return new BrokerError(ErrorCodes.INVALID_OPTIONS, `file-safety options are invalid:\n  ${lines.join('\n  ')}`, {
+    cause,
+    details: { problems: [...lines] },
+  });
+}

@@ -1,0 +1,76 @@
+import { realpathSync } from 'node:fs';
+import path from 'node:path';
+import {
+  ResolveStage,
+  type Broker,
+  type BrokerPlugin,
+  type BrokerRequest,
+  type RequestTarget,
+  type ResolvedTarget,
+} from '../../core/index.js';
+import { parsePathResolutionOptions, type PathResolutionOptions } from './options.js';
+import { kindOf, lexicalPath, resolveWith } from './resolve.js';
+import { normaliseForRuleMatch } from './rule-form.js';
+import { strategyFor } from './strategies.js';
+
+export const PLUGIN_NAME = 'path-resolution';
+
+/** What resolving one target needs to know about its request. */
+export type ResolveContext = Pick<BrokerRequest, 'operation'> & { options?: Pick<BrokerRequest['options'], 'followSymlinks'> };
+
+/**
+ * Fill in every form of one target: lexical, resolved (by the strategy its operation and
+ * role call for), the rule-matching form and what is there now.
+ */
+export async function resolveTarget(target: RequestTarget, request: ResolveContext, home: string): Promise<ResolvedTarget> {
+  const strategy = strategyFor(request.operation, target.role, request.options?.followSymlinks);
+  const lexical = lexicalPath(target.path);
+  const resolved = await resolveWith(strategy, target.path);
+  return {
+    ...target,
+    lexical,
+    resolved,
+    ruleForm: normaliseForRuleMatch(resolved, { home }),
+    kind: await kindOf(resolved),
+  };
+}
+
+/**
+ * Resolves every target of a request at `ResolveStage.RESOLVE`. Any failure (missing
+ * parent, loop, a path into the broker's own process) throws, and the broker answers deny.
+ */
+export class PathResolutionPlugin implements BrokerPlugin {
+  readonly name = PLUGIN_NAME;
+  /** Real path of home, so `~` also abbreviates resolved paths when home has links in it. */
+  readonly home: string;
+
+  constructor(options: PathResolutionOptions = {}) {
+    const parsed = parsePathResolutionOptions(options);
+    this.home = realHome(parsed.home);
+  }
+
+  apply(broker: Broker): void {
+    broker.hooks.resolvePath.tapPromise({ name: PLUGIN_NAME, stage: ResolveStage.RESOLVE }, async (resolution, request, context) => {
+      const targets: ResolvedTarget[] = [];
+      for (const draft of resolution.targets) {
+        const target = await resolveTarget(draft, request, this.home);
+        const { role, path: named, resolved, ruleForm, kind } = target;
+        context.log.debug(
+          { phase: 'resolve', operation: request.operation, role, path: named, normalisedPath: resolved, ruleForm, kind },
+          'path resolved',
+        );
+        targets.push(target);
+      }
+      return { ...resolution, targets };
+    });
+  }
+}
+
+function realHome(home: string): string {
+  try {
+    return realpathSync(home);
+  } catch {
+    // A home that does not exist yet still abbreviates the paths that name it.
+    return lexicalPath(path.posix.resolve(home));
+  }
+}

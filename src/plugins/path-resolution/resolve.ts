@@ -1,0 +1,103 @@
+import { lstat } from 'node:fs/promises';
+import path from 'node:path';
+import { BrokerError, ErrorCodes, errnoOf, type PathKind } from '../../core/index.js';
+import type { ResolveStrategy } from './strategies.js';
+import { fsFailure, walk } from './walk.js';
+
+/**
+ * Absolute and lexically normalised: `.`, `..` and duplicate slashes removed, no
+ * trailing slash except for `/`. Never touches the file system, so it is the path as the
+ * client named it (a link's own path stays the link's).
+ */
+export function lexicalPath(p: string): string {
+  if (!p.startsWith('/')) {
+    throw new BrokerError(ErrorCodes.PATH_UNRESOLVED, `path must be absolute: ${p}`);
+  }
+  const normal = path.posix.normalize(p);
+  return normal.length > 1 && normal.endsWith('/') ? normal.slice(0, -1) : normal;
+}
+
+const SELF_PREFIXES = ['/proc/self', '/proc/thread-self'];
+
+/**
+ * `/proc/self` in a request means the client's own process; resolved here it would name
+ * the broker's. The kernel front end translates it before it arrives, so any that is
+ * left is refused.
+ */
+export function refuseProcSelf(p: string): void {
+  const lexical = lexicalPath(p);
+  if (SELF_PREFIXES.some((prefix) => lexical === prefix || lexical.startsWith(`${prefix}/`))) {
+    throw new BrokerError(ErrorCodes.PATH_UNRESOLVED, `${p} refers to the calling process; it cannot be resolved in the broker`);
+  }
+}
+
+/** Every link followed; the path must exist. */
+export async function resolveExisting(p: string): Promise<string> {
+  refuseProcSelf(p);
+  return walk(p, { followFinal: true, allowMissingFinal: false });
+}
+
+/**
+ * The parent's links followed and the final component kept as named, so an operation
+ * on a symlink is judged on the link itself. The parent must be an existing directory.
+ * A final `.`/`..`, the root itself, or a trailing slash (which makes the kernel follow
+ * the final link) resolve fully instead, never to a path such as `/x/..`.
+ */
+export async function resolveThroughParent(p: string): Promise<string> {
+  refuseProcSelf(p);
+  const trimmed = p.replace(/\/+$/, '');
+  const cut = trimmed.lastIndexOf('/');
+  const name = trimmed.slice(cut + 1);
+  if (trimmed === '' || name === '.' || name === '..') return resolveExisting(p);
+  if (trimmed !== p) return resolveExistingOrCreatable(p);
+  const parent = await walk(trimmed.slice(0, cut) || '/', { followFinal: true, allowMissingFinal: false });
+  await requireDirectory(parent, p);
+  return path.posix.join(parent, name);
+}
+
+/**
+ * The real path when the path exists (links followed), else where a create would land:
+ * the real parent plus the final name. A dangling final link is followed to the name it
+ * points at, because creating through it (open O_CREAT, touch) makes the file there.
+ */
+export async function resolveExistingOrCreatable(p: string): Promise<string> {
+  refuseProcSelf(p);
+  return walk(p, { followFinal: true, allowMissingFinal: true });
+}
+
+export function resolveWith(strategy: ResolveStrategy, p: string): Promise<string> {
+  switch (strategy) {
+    case 'existing':
+      return resolveExisting(p);
+    case 'through-parent':
+      return resolveThroughParent(p);
+    case 'existing-or-creatable':
+      return resolveExistingOrCreatable(p);
+  }
+}
+
+/** What is at `p` now, without following a final link. */
+export async function kindOf(p: string): Promise<PathKind> {
+  try {
+    const stats = await lstat(p);
+    if (stats.isSymbolicLink()) return 'symlink';
+    if (stats.isFile()) return 'file';
+    if (stats.isDirectory()) return 'directory';
+    return 'other';
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT') return 'absent';
+    throw fsFailure(error, p);
+  }
+}
+
+async function requireDirectory(parent: string, raw: string): Promise<void> {
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await lstat(parent)).isDirectory();
+  } catch (error) {
+    throw fsFailure(error, raw);
+  }
+  if (!isDirectory) {
+    throw new BrokerError(ErrorCodes.PATH_NOT_FOUND, `the parent of ${raw} is not a directory`, { errno: 'ENOTDIR' });
+  }
+}

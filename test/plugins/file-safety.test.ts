@@ -1,0 +1,368 @@
+import { mkdtempSync, realpathSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  Broker,
+  BrokerError,
+  ErrorCodes,
+  createLogger,
+  type Access,
+  type BrokerRequestInput,
+  type Verdict,
+} from '../../src/core/index.js';
+import {
+  FileSafetyPlugin,
+  FILE_SAFETY_TAPS,
+  PLUGIN_NAME,
+  compileFileSafety,
+  evaluateFileSafety,
+  type FileSafetyOptions,
+} from '../../src/plugins/file-safety/index.js';
+import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
+
+// Made when the module loads (not in beforeAll) because the it.each tables name paths in it.
+// os.tmpdir() may sit behind links: everything is compared against the real path.
+const base = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'bsh-safety-')));
+/** A path in the temp tree, kept as written. */
+const at = (relative: string) => `${base}/${relative}`;
+const ws = at('ws');
+const home = at('home');
+const store = at('home/.brokered-shell');
+const socketDir = at('run');
+
+beforeAll(async () => {
+  const files = [
+    'ws/a.txt',
+    'ws/key.pem',
+    'ws/secrets/token',
+    'ws/docs/readme.md',
+    'ws/docs/a.txt',
+    'ws/build/out.js',
+    'ws/.git/HEAD',
+    'ws/.git/config',
+    'ws/.git/index',
+    'ws/.git/hooks/pre-commit',
+    'ws/.git/objects/ab/cdef',
+    'ws/.git/refs/heads/main',
+    'ws/.git/logs/HEAD',
+    'ws/sub/.git/config',
+    'outside/target.txt',
+    'outside/allowed.txt',
+    'home/.bashrc',
+    'home/.cache/tool/data',
+    'home/.brokered-shell/workspace/blob',
+    'run/broker.sock',
+  ];
+  for (const file of files) {
+    await fs.mkdir(path.dirname(at(file)), { recursive: true });
+    await fs.writeFile(at(file), file);
+  }
+  await fs.mkdir(at('outside/dir'), { recursive: true });
+  await fs.mkdir(at('home/.config/fish'), { recursive: true });
+  await fs.symlink(at('outside/target.txt'), at('ws/link-out'));
+  await fs.symlink(at('outside/dir'), at('ws/link-dir'));
+  await fs.symlink('a.txt', at('ws/link-in'));
+  await fs.symlink(at('outside/nothing-yet.txt'), at('ws/dangling-out'));
+  await fs.symlink(at('outside/allowed.txt'), at('ws/link-allowed'));
+});
+
+afterAll(async () => {
+  await fs.rm(base, { recursive: true, force: true });
+});
+
+function options(extra: Partial<FileSafetyOptions> = {}): FileSafetyOptions {
+  return { writableRoots: [ws], rules: [], protectedPaths: [store, socketDir], home, ...extra };
+}
+
+interface Built {
+  broker: Broker;
+  logs: Array<Record<string, unknown>>;
+}
+
+function build(extra: Partial<FileSafetyOptions> = {}): Built {
+  const logs: Array<Record<string, unknown>> = [];
+  const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void logs.push(JSON.parse(line)) } });
+  const broker = new Broker({ sessionId: 's1', logger }).use(new PathResolutionPlugin({ home }), new FileSafetyPlugin(options(extra)));
+  return { broker, logs };
+}
+
+/** The operation a kernel or shell client would send for this access. */
+function request(access: Access, relative: string): BrokerRequestInput {
+  return {
+    origin: 'api',
+    action: 'check',
+    operation: access === 'delete' ? 'delete' : 'open',
+    sessionId: 's1',
+    targets: [{ role: 'path', path: at(relative), access }],
+  };
+}
+
+async function verdictOf(built: Built, access: Access, relative: string): Promise<{ verdict: Verdict; reason: string; source: string }> {
+  const outcome = await built.broker.handle(request(access, relative));
+  expect(outcome.error?.code).not.toBe(ErrorCodes.PATH_NOT_FOUND);
+  return { verdict: outcome.decision.verdict, reason: outcome.decision.reason ?? '', source: outcome.decision.source ?? '' };
+}
+
+describe('writable roots', () => {
+  it.each<[string, Partial<FileSafetyOptions>, Access, string, Verdict]>([
+    ['write inside the root', {}, 'write', 'ws/a.txt', 'sandbox'],
+    ['create inside the root', {}, 'write', 'ws/new.txt', 'sandbox'],
+    ['delete inside the root', {}, 'delete', 'ws/a.txt', 'sandbox'],
+    ['delete the root itself', {}, 'delete', 'ws', 'deny'],
+    ['write outside', {}, 'write', 'outside/target.txt', 'deny'],
+    ['create outside', {}, 'write', 'outside/new.txt', 'deny'],
+    ['delete outside', {}, 'delete', 'outside/target.txt', 'deny'],
+    ['write outside, outsideRoots prompt', { outsideRoots: 'prompt' }, 'write', 'outside/new.txt', 'prompt'],
+    ['read outside', {}, 'read', 'outside/target.txt', 'sandbox'],
+    ['read inside', {}, 'read', 'ws/a.txt', 'sandbox'],
+    ['a sibling that shares the prefix is not inside', { writableRoots: [`${base}/ws`] }, 'write', 'ws2-new.txt', 'deny'],
+  ])('%s → %s', async (_label, extra, access, relative, expected) => {
+    const { verdict, source } = await verdictOf(build(extra), access, relative);
+    expect(verdict).toBe(expected);
+    expect(source).toBe('file-safety:roots');
+  });
+
+  it('names the path when it denies outside the roots', async () => {
+    const { reason } = await verdictOf(build(), 'write', 'outside/new.txt');
+    expect(reason).toContain(at('outside/new.txt'));
+  });
+});
+
+describe('rules', () => {
+  const rules: FileSafetyOptions['rules'] = [
+    { pattern: '*.pem', decision: 'prompt', reason: 'keys need approval' },
+    { pattern: 'secrets/**', decision: 'deny' },
+    { pattern: '~/.cache/**', decision: 'grant-token' },
+    { pattern: 'build/**', access: ['delete'], decision: 'deny' },
+    { pattern: 'notes.txt', decision: 'deny' },
+  ];
+
+  it.each<[string, Access, string, Verdict]>([
+    ['*.pem at the top', 'write', 'ws/key.pem', 'prompt'],
+    ['*.pem at any depth, new file', 'write', 'ws/docs/new.pem', 'prompt'],
+    ['*.pem for reads too', 'read', 'ws/key.pem', 'prompt'],
+    ['secrets/** write', 'write', 'ws/secrets/token', 'deny'],
+    ['secrets/** read', 'read', 'ws/secrets/token', 'deny'],
+    ['secrets/** delete', 'delete', 'ws/secrets/token', 'deny'],
+    ['~/.cache/** outside the roots', 'write', 'home/.cache/tool/data', 'grant-token'],
+    ['~/.cache/** new file', 'write', 'home/.cache/tool/new', 'grant-token'],
+    ['no rule under home', 'write', 'home/other.txt', 'deny'],
+    ['delete-only rule on delete', 'delete', 'ws/build/out.js', 'deny'],
+    ['delete-only rule does not touch writes', 'write', 'ws/build/out.js', 'sandbox'],
+    ['a BSD sed temp name matches its real name', 'write', 'ws/.!4242!notes.txt', 'deny'],
+    ['no rule at all', 'write', 'ws/a.txt', 'sandbox'],
+  ])('%s → %s', async (_label, access, relative, expected) => {
+    expect((await verdictOf(build({ rules }), access, relative)).verdict).toBe(expected);
+  });
+
+  it('reports the rule reason and which rule decided', async () => {
+    const decision = await verdictOf(build({ rules }), 'write', 'ws/key.pem');
+    expect(decision).toMatchObject({ reason: 'keys need approval', source: 'file-safety:rules[0]' });
+  });
+
+  const grantDocs = { pattern: `${base}/ws/docs/**`, decision: 'grant-token' as const };
+  const promptMarkdown = { pattern: '*.md', decision: 'prompt' as const };
+  it.each<[string, FileSafetyOptions['rules'], string, Verdict]>([
+    ['grant then prompt', [grantDocs, promptMarkdown], 'ws/docs/readme.md', 'prompt'],
+    ['prompt then grant', [promptMarkdown, grantDocs], 'ws/docs/readme.md', 'prompt'],
+    ['only the grant matches', [promptMarkdown, grantDocs], 'ws/docs/a.txt', 'grant-token'],
+    ['deny beats prompt', [promptMarkdown, { pattern: 'docs', decision: 'deny' }], 'ws/docs/readme.md', 'deny'],
+    ['sandbox loses to grant-token', [{ pattern: 'docs/**', decision: 'sandbox' }, grantDocs], 'ws/docs/a.txt', 'grant-token'],
+  ])('most restrictive matching rule wins, not the last: %s', async (_label, ruleList, relative, expected) => {
+    expect((await verdictOf(build({ rules: ruleList }), 'write', relative)).verdict).toBe(expected);
+  });
+});
+
+describe('mandatory protections', () => {
+  const rcFiles = [
+    '.bashrc',
+    '.bash_profile',
+    '.bash_login',
+    '.bash_logout',
+    '.profile',
+    '.zshrc',
+    '.zshenv',
+    '.zprofile',
+    '.zlogin',
+    '.zlogout',
+    '.inputrc',
+    '.config/fish/config.fish',
+  ];
+  const grantHome = { writableRoots: [ws, `${base}/home`], rules: [{ pattern: '~/**', decision: 'grant-token' as const }] };
+
+  it.each(rcFiles.flatMap((file) => (['write', 'delete'] as const).map((access) => [file, access] as const)))(
+    '%s (%s) → prompt even when a rule grants home',
+    async (file, access) => {
+      const { verdict, source } = await verdictOf(build(grantHome), access, `home/${file}`);
+      expect(verdict).toBe('prompt');
+      expect(source).toBe('file-safety:mandatory:shell-startup');
+    },
+  );
+
+  it.each<[string, FileSafetyOptions['rules'], string | undefined]>([
+    // The store lives under home here: the strictest protection is the one named.
+    ['a grant on all of home', [{ pattern: '~/**', decision: 'grant-token' }], 'broker-files'],
+    ['a grant on home config', [{ pattern: '~/.config/**', decision: 'grant-token' }], 'shell-startup'],
+    ['a grant on one rc file', [{ pattern: '~/.zshrc', decision: 'sandbox' }], 'shell-startup'],
+    ['a grant on .git', [{ pattern: '.git/**', decision: 'sandbox' }], 'git-hooks-config'],
+    ['a grant on the whole workspace', [{ pattern: `${base}/ws/**`, decision: 'grant-token' }], 'git-hooks-config'],
+    ['a grant on the backup store', [{ pattern: '~/.brokered-shell/**', decision: 'grant-token' }], 'broker-files'],
+    ['a read-only grant', [{ pattern: '~/**', access: ['read'], decision: 'grant-token' }], undefined],
+    ['a deny on an rc file', [{ pattern: '~/.bashrc', decision: 'deny' }], undefined],
+    ['a grant that touches nothing protected', [{ pattern: '*.pem', decision: 'grant-token' }], undefined],
+  ])('warns at construction about a rule that cannot lift a protection: %s', (_label, rules, protection) => {
+    const { logs } = build({ rules });
+    const warnings = logs.filter((line) => line.plugin === PLUGIN_NAME);
+    if (!protection) {
+      expect(warnings).toEqual([]);
+      return;
+    }
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ level: 40, phase: 'policy', pattern: rules?.[0]?.pattern, protection });
+    expect(String(warnings[0]?.msg)).toMatch(/cannot lift/);
+  });
+
+  it.each<[string, Partial<FileSafetyOptions>, Access, string, Verdict]>([
+    ['reads of rc files are not restricted by the mandatory list', {}, 'read', 'home/.bashrc', 'sandbox'],
+    ['reads of rc files follow the rules', grantHome, 'read', 'home/.bashrc', 'grant-token'],
+    ['a deny rule on an rc file still denies', { rules: [{ pattern: '~/.bashrc', decision: 'deny' }] }, 'write', 'home/.bashrc', 'deny'],
+    ['a BSD sed temp of an rc file', grantHome, 'write', 'home/.!99!.zshrc', 'prompt'],
+    ['a git hook', {}, 'write', 'ws/.git/hooks/pre-commit', 'prompt'],
+    ['a new git hook', {}, 'write', 'ws/.git/hooks/post-checkout', 'prompt'],
+    ['the hooks directory', {}, 'delete', 'ws/.git/hooks', 'prompt'],
+    ['git config', {}, 'write', 'ws/.git/config', 'prompt'],
+    ['git config at any depth', {}, 'write', 'ws/sub/.git/config', 'prompt'],
+    ['replacing a whole .git', {}, 'delete', 'ws/.git', 'prompt'],
+    ['git hooks even with a rule granting .git', { rules: [{ pattern: '.git/**', decision: 'sandbox' }] }, 'write', 'ws/.git/hooks/pre-commit', 'prompt'],
+    ['the backup store', {}, 'write', 'home/.brokered-shell/workspace/blob', 'deny'],
+    ['the backup store with a grant rule', grantHome, 'write', 'home/.brokered-shell/workspace/new', 'deny'],
+    ['deleting the backup store', grantHome, 'delete', 'home/.brokered-shell', 'deny'],
+    ['deleting a directory that holds the backup store', grantHome, 'delete', 'home', 'deny'],
+    ['the socket directory', { writableRoots: [ws, `${base}/run`] }, 'write', 'run/broker.sock', 'deny'],
+    ['reading the backup store is left to the sandbox', {}, 'read', 'home/.brokered-shell/workspace/blob', 'sandbox'],
+  ])('%s → %s', async (_label, extra, access, relative, expected) => {
+    expect((await verdictOf(build(extra), access, relative)).verdict).toBe(expected);
+  });
+
+  it.each([
+    '.git/objects/ab/cdef',
+    '.git/objects/ab/new-object',
+    '.git/refs/heads/main',
+    '.git/refs/heads/feature',
+    '.git/index',
+    '.git/index.lock',
+    '.git/HEAD',
+    '.git/logs/HEAD',
+    '.git/COMMIT_EDITMSG',
+    '.git/ORIG_HEAD',
+    '.git/packed-refs',
+  ])('git can still commit: %s → sandbox', async (file) => {
+    for (const access of ['write', 'delete'] as const) {
+      expect((await verdictOf(build(), access, `ws/${file}`)).verdict).toBe('sandbox');
+    }
+  });
+});
+
+describe('symlink escapes', () => {
+  it.each<[string, Partial<FileSafetyOptions>, Access, string, Verdict]>([
+    ['a link in the root to a file outside', {}, 'write', 'ws/link-out', 'deny'],
+    ['the same with outsideRoots prompt', { outsideRoots: 'prompt' }, 'write', 'ws/link-out', 'deny'],
+    ['a new file through a link to a directory outside', {}, 'write', 'ws/link-dir/new.txt', 'deny'],
+    ['deleting through a link to a directory outside', {}, 'delete', 'ws/link-dir/x', 'deny'],
+    ['creating through a dangling link that points outside', {}, 'write', 'ws/dangling-out', 'deny'],
+    ['deleting the link itself stays inside', {}, 'delete', 'ws/link-out', 'sandbox'],
+    ['a grant on the link own path does not reach its target', { rules: [{ pattern: `${base}/ws/link-out`, decision: 'grant-token' }] }, 'write', 'ws/link-out', 'deny'],
+    ['a deny on the link own path, target allowed', { rules: [{ pattern: `${base}/ws/link-in`, decision: 'deny' }] }, 'write', 'ws/link-in', 'deny'],
+    ['a deny on the target applies through the link', { rules: [{ pattern: `${base}/ws/a.txt`, decision: 'deny' }] }, 'write', 'ws/link-in', 'deny'],
+    ['a target the rules allow is allowed through a link', { rules: [{ pattern: `${base}/outside/allowed.txt`, decision: 'grant-token' }] }, 'write', 'ws/link-allowed', 'grant-token'],
+    ['a link to a file inside the root', {}, 'write', 'ws/link-in', 'sandbox'],
+  ])('%s → %s', async (_label, extra, access, relative, expected) => {
+    expect((await verdictOf(build(extra), access, relative)).verdict).toBe(expected);
+  });
+
+  it('says the path resolves outside the writable roots', async () => {
+    const { reason } = await verdictOf(build(), 'write', 'ws/link-out');
+    expect(reason).toMatch(/resolves to .* outside the writable roots/);
+    expect(reason).toContain(at('outside/target.txt'));
+  });
+
+  it.each<[string, string, Verdict]>([
+    ['a hard link to a file outside the roots', 'outside/target.txt', 'deny'],
+    ['a hard link to a file inside the roots', 'ws/a.txt', 'sandbox'],
+  ])('%s is judged as a write on its source → %s', async (_label, source, expected) => {
+    const outcome = await build().broker.handle({
+      origin: 'api',
+      action: 'check',
+      operation: 'link',
+      sessionId: 's1',
+      targets: [
+        { role: 'from', path: at(source), access: 'read' },
+        { role: 'to', path: at('ws/hard-link.txt'), access: 'write' },
+      ],
+    });
+    expect(outcome.decision.verdict).toBe(expected);
+  });
+
+  it('denies a rename whose source is fine but whose target escapes', async () => {
+    const outcome = await build().broker.handle({
+      origin: 'api',
+      action: 'check',
+      operation: 'rename',
+      sessionId: 's1',
+      targets: [
+        { role: 'from', path: at('ws/a.txt'), access: 'delete' },
+        { role: 'to', path: at('ws/link-dir/moved.txt'), access: 'write' },
+      ],
+    });
+    expect(outcome).toMatchObject({ ok: false, decision: { verdict: 'deny' }, error: { code: ErrorCodes.POLICY_DENIED } });
+  });
+});
+
+describe('taps', () => {
+  it('registers one tap per stage under its own name', () => {
+    const { broker } = build();
+    const names = broker.hooks.evaluatePolicy.taps.map((tap) => tap.name);
+    expect(names).toEqual([FILE_SAFETY_TAPS.mandatory, FILE_SAFETY_TAPS.rules, FILE_SAFETY_TAPS.roots]);
+  });
+});
+
+describe('evaluateFileSafety (pure)', () => {
+  it.each<[string, Access, string, string, Verdict]>([
+    ['inside', 'write', 'ws/x', 'ws/x', 'sandbox'],
+    ['escape', 'write', 'ws/x', 'outside/x', 'deny'],
+    ['rc file', 'write', 'home/.zshrc', 'home/.zshrc', 'prompt'],
+    ['read', 'read', 'outside/x', 'outside/x', 'sandbox'],
+  ])('%s → %s', (_label, access, lexical, resolved, expected) => {
+    const policy = compileFileSafety(options());
+    const target = { access, lexical: at(lexical), resolved: at(resolved), ruleForm: at(resolved) };
+    expect(evaluateFileSafety(target, policy).verdict).toBe(expected);
+  });
+});
+
+describe('invalid options', () => {
+  it.each<[string, unknown, string]>([
+    ['a relative root', { writableRoots: ['relative/dir'] }, 'writableRoots.0'],
+    ['a root that does not exist', { writableRoots: ['/definitely/not/here/bsh'] }, 'writableRoots.0'],
+    ['a bad decision word', { writableRoots: [], rules: [{ pattern: '*.pem', decision: 'allow' }] }, 'rules.0.decision'],
+    ['a bad access word', { writableRoots: [], rules: [{ pattern: '*.pem', access: ['exec'], decision: 'deny' }] }, 'rules.0.access'],
+    ['an unknown key', { writableRoots: [], colour: 'red' }, 'colour'],
+    ['an unknown rule key', { writableRoots: [], rules: [{ pattern: 'x', decision: 'deny', effect: 'x' }] }, 'effect'],
+    ['a ~user pattern', { writableRoots: [], rules: [{ pattern: '~bob/x', decision: 'deny' }] }, 'rules.0.pattern'],
+    ['a negated pattern', { writableRoots: [], rules: [{ pattern: '!*.txt', decision: 'grant-token' }] }, 'rules.0.pattern'],
+    ['a bad outsideRoots', { writableRoots: [], outsideRoots: 'sandbox' }, 'outsideRoots'],
+    ['a relative protected path', { writableRoots: [], protectedPaths: ['store'] }, 'protectedPaths.0'],
+    ['missing roots', {}, 'writableRoots'],
+  ])('%s → INVALID_OPTIONS naming %s', (_label, input, key) => {
+    let error: unknown;
+    try {
+      new FileSafetyPlugin(input as FileSafetyOptions);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(BrokerError);
+    expect((error as BrokerError).code).toBe(ErrorCodes.INVALID_OPTIONS);
+    expect((error as BrokerError).message).toContain(key);
+  });
+});
