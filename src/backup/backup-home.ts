@@ -1,0 +1,122 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { silentLogger, type Logger } from '../core/logger.js';
+import { errorCode } from './fs-util.js';
+import { resolveHome, sessionBackupDir, sessionIdSchema, sessionsDir, validateSessionId } from './layout.js';
+import { compareTimes, sortTurns } from './manifest-io.js';
+import type { TurnManifest } from './manifest-schema.js';
+import type { MetadataOps } from './metadata-ops.js';
+import { SessionBackupStore } from './session-store.js';
+
+export interface BackupHomeOptions {
+  /** Store root; default `resolveHome()`. */
+  home?: string;
+  logger?: Logger;
+  metadata?: MetadataOps;
+}
+
+export interface FoundTurn {
+  store: SessionBackupStore;
+  manifest: TurnManifest;
+}
+
+/** The ref that means "the most recently committed turn". */
+export const LATEST = 'latest';
+
+/** Every session's backups under one home: what the CLI lists, shows and restores from. */
+export class BackupHome {
+  readonly home: string;
+  readonly #log: Logger;
+  readonly #metadata: MetadataOps | undefined;
+  readonly #stores = new Map<string, Promise<SessionBackupStore>>();
+
+  constructor(options: BackupHomeOptions = {}) {
+    this.home = path.resolve(options.home ?? resolveHome());
+    this.#log = options.logger ?? silentLogger();
+    this.#metadata = options.metadata;
+  }
+
+  /** Sessions that have a backup store, sorted. Invalid directory names are ignored. */
+  async listSessions(): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await fs.readdir(sessionsDir(this.home));
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return [];
+      throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `cannot list sessions under ${this.home}: ${String(error)}`, {
+        cause: error,
+        errno: errorCode(error),
+      });
+    }
+    const out: string[] = [];
+    for (const name of names.sort()) {
+      if (!sessionIdSchema.safeParse(name).success) continue;
+      const stats = await fs.lstat(sessionBackupDir(this.home, name)).catch(() => undefined);
+      if (stats?.isDirectory()) out.push(name);
+    }
+    return out;
+  }
+
+  /** The store of an existing session (never creates one: TURN_NOT_FOUND for an unknown session). */
+  async session(sessionId: string): Promise<SessionBackupStore> {
+    const id = validateSessionId(sessionId);
+    let store = this.#stores.get(id);
+    if (!store) {
+      store = this.#open(id);
+      this.#stores.set(id, store);
+      store.catch(() => this.#stores.delete(id));
+    }
+    return store;
+  }
+
+  async #open(sessionId: string): Promise<SessionBackupStore> {
+    const stats = await fs.lstat(sessionBackupDir(this.home, sessionId)).catch(() => undefined);
+    if (!stats?.isDirectory()) {
+      throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no backups for session ${sessionId} under ${this.home}`, { details: { sessionId } });
+    }
+    return SessionBackupStore.open({ home: this.home, sessionId, logger: this.#log, metadata: this.#metadata });
+  }
+
+  /** Turns of one session or of all, ordered by start time. */
+  async listTurns(options: { sessionId?: string } = {}): Promise<TurnManifest[]> {
+    const sessions = options.sessionId === undefined ? await this.listSessions() : [validateSessionId(options.sessionId)];
+    const out: TurnManifest[] = [];
+    for (const sessionId of sessions) out.push(...(await (await this.session(sessionId)).listTurns()));
+    return sortTurns(out);
+  }
+
+  /**
+   * A turn by full id, unique id prefix, or 'latest' (the last committed). Unknown or
+   * ambiguous refs throw TURN_NOT_FOUND; an ambiguous one lists its candidates.
+   */
+  async findTurn(ref: string, options: { sessionId?: string } = {}): Promise<FoundTurn> {
+    if (typeof ref !== 'string' || ref.length === 0 || ref.length > 256 || ref.includes('/') || ref.includes('\0')) {
+      throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `invalid turn reference ${JSON.stringify(ref)}`);
+    }
+    const turns = await this.listTurns(options);
+    const where = options.sessionId === undefined ? `under ${this.home}` : `in session ${options.sessionId}`;
+    if (ref === LATEST) {
+      const committed = turns.filter((t): t is TurnManifest & { committedAt: string } => t.committedAt !== null);
+      committed.sort((a, b) => compareTimes(a.committedAt, b.committedAt) || compareTimes(a.startedAt, b.startedAt));
+      const latest = committed.at(-1);
+      if (!latest) throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no committed turn ${where}`);
+      return this.#found(latest);
+    }
+    const exact = turns.filter((t) => t.id === ref);
+    const matches = exact.length > 0 ? exact : turns.filter((t) => t.id.startsWith(ref));
+    if (matches.length === 1 && matches[0]) return this.#found(matches[0]);
+    if (matches.length === 0) {
+      throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no turn matches ${JSON.stringify(ref)} ${where}`, { details: { ref } });
+    }
+    const candidates = matches.map((t) => ({ id: t.id, sessionId: t.sessionId, message: t.message }));
+    const listed = candidates.map((c) => `  ${c.id}  (session ${c.sessionId})${c.message === null ? '' : `  ${c.message}`}`).join('\n');
+    throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `turn reference ${JSON.stringify(ref)} is ambiguous; it matches:\n${listed}`, {
+      details: { ref, candidates },
+    });
+  }
+
+  async #found(manifest: TurnManifest): Promise<FoundTurn> {
+    return { store: await this.session(manifest.sessionId), manifest };
+  }
+}

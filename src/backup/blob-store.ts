@@ -1,0 +1,275 @@
+import fs from 'node:fs/promises';
+import { constants as C, type BigIntStats } from 'node:fs';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { blobRelativePath, sha256Schema, type StoreLayout } from './layout.js';
+import {
+  CHUNK_SIZE,
+  errorCode,
+  fsyncDir,
+  hashHandle,
+  mkdirPrivate,
+  openForSnapshot,
+  removeQuietly,
+  tempName,
+} from './fs-util.js';
+
+/** Test seam: runs on the finished temp copy before it is verified and named. */
+export interface BlobFaults {
+  afterCopy?(tmpPath: string): void | Promise<void>;
+}
+
+export interface BlobStoreOptions {
+  /** Try a reflink (copy-on-write clone) first; it is an instant, stable snapshot. Default true. */
+  reflink?: boolean;
+  faults?: BlobFaults;
+}
+
+export interface StoredBlob {
+  sha256: string;
+  size: number;
+  /** Relative to the store root. */
+  blob: string;
+  /** The file's metadata from the copy that succeeded (taken before reading it). */
+  stats: BigIntStats;
+}
+
+/** The source changed while we copied it; the caller retries. */
+class SourceChanged extends Error {}
+
+/** The source grew past the cap while we copied it. */
+export class SourceTooLarge extends Error {}
+
+/** How many times a file that keeps changing under us is copied before we give up. */
+const COPY_ATTEMPTS = 3;
+
+const sameIdentity = (a: BigIntStats, b: BigIntStats) => a.dev === b.dev && a.ino === b.ino;
+const unchanged = (a: BigIntStats, b: BigIntStats) =>
+  sameIdentity(a, b) && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+
+/**
+ * Content-addressed storage. A blob gets its final name only once it is complete,
+ * fsynced and its hash checked, so every file under `blobs/` matches its name.
+ */
+export class BlobStore {
+  readonly #layout: StoreLayout;
+  readonly #faults: BlobFaults | undefined;
+  #reflink: boolean;
+
+  constructor(layout: StoreLayout, options: BlobStoreOptions = {}) {
+    this.#layout = layout;
+    this.#faults = options.faults;
+    this.#reflink = options.reflink ?? true;
+  }
+
+  absolutePath(sha256: string): string {
+    return path.join(this.#layout.root, blobRelativePath(sha256Schema.parse(sha256)));
+  }
+
+  /**
+   * Snapshot the regular file at `file` (which `seen` describes) into a blob. Throws
+   * SourceTooLarge when it grew past `maxBytes`, BACKUP_FAILED when it kept changing
+   * or anything else went wrong.
+   */
+  async snapshot(file: string, seen: BigIntStats, maxBytes: number): Promise<StoredBlob> {
+    let lastChange: unknown;
+    for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
+      const tmp = path.join(this.#layout.tmp, tempName('b-'));
+      try {
+        const { sha256, size, stats } = await this.#copyToTemp(file, seen, tmp, maxBytes);
+        return { ...(await this.#commitTemp(tmp, sha256, size)), stats };
+      } catch (error) {
+        await removeQuietly(tmp);
+        if (error instanceof SourceTooLarge) throw error;
+        if (!(error instanceof SourceChanged)) throw asBackupFailure(error, file);
+        lastChange = error;
+        const again = await fs.lstat(file, { bigint: true }).catch(() => undefined);
+        if (!again?.isFile()) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} changed type or vanished during backup`, { cause: error });
+        seen = again;
+      }
+    }
+    throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} kept changing while it was being backed up`, { cause: lastChange });
+  }
+
+  async #copyToTemp(
+    file: string,
+    seen: BigIntStats,
+    tmp: string,
+    maxBytes: number,
+  ): Promise<{ sha256: string; size: number; stats: BigIntStats }> {
+    const source = await openForSnapshot(file);
+    try {
+      const before = await source.stat({ bigint: true });
+      if (!before.isFile() || !sameIdentity(before, seen)) throw new SourceChanged(`${file} was replaced`);
+      if (before.size > BigInt(maxBytes)) throw new SourceTooLarge(`${file} is ${before.size} bytes`);
+      let sourceHash: string | undefined;
+      if (!(this.#reflink && (await this.#tryReflink(file, tmp)))) {
+        sourceHash = await streamCopy(source, tmp, maxBytes);
+      }
+      await this.#faults?.afterCopy?.(tmp);
+      const after = await source.stat({ bigint: true });
+      const current = await fs.lstat(file, { bigint: true });
+      if (!unchanged(before, after) || !sameIdentity(current, before)) throw new SourceChanged(`${file} changed during copy`);
+      // Hash what we are about to keep; for a stream copy it must equal what we read.
+      const copy = await fs.open(tmp, C.O_RDONLY | C.O_NOFOLLOW);
+      let verified: { sha256: string; size: number };
+      try {
+        verified = await hashHandle(copy);
+      } finally {
+        await copy.close();
+      }
+      if (verified.size !== Number(before.size) || (sourceHash !== undefined && verified.sha256 !== sourceHash)) {
+        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `the copy of ${file} does not match what was read`);
+      }
+      return { ...verified, stats: before };
+    } finally {
+      await source.close();
+    }
+  }
+
+  /** A copy-on-write clone when the file system can; false when it cannot. */
+  async #tryReflink(file: string, tmp: string): Promise<boolean> {
+    try {
+      await fs.copyFile(file, tmp, C.COPYFILE_EXCL | C.COPYFILE_FICLONE_FORCE);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV' || code === 'EINVAL' || code === 'ENOSYS' || code === 'ENOTTY') {
+        await removeQuietly(tmp);
+        this.#reflink = false; // one failure says enough about this file system
+        return false;
+      }
+      throw error;
+    }
+    const handle = await fs.open(tmp, C.O_RDWR | C.O_NOFOLLOW);
+    try {
+      await handle.chmod(0o600);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    return true;
+  }
+
+  /** Give a verified temp file its final name, or reuse an intact blob that already has it. */
+  async #commitTemp(tmp: string, sha256: string, size: number): Promise<Omit<StoredBlob, 'stats'>> {
+    const relative = blobRelativePath(sha256);
+    const final = path.join(this.#layout.root, relative);
+    if (await this.#isIntact(final, sha256)) {
+      await removeQuietly(tmp);
+    } else {
+      await mkdirPrivate(path.dirname(final));
+      // Replaces a damaged blob of the same name too: the new one is verified.
+      await fs.rename(tmp, final);
+      await fsyncDir(path.dirname(final));
+    }
+    return { sha256, size, blob: relative };
+  }
+
+  async #isIntact(final: string, sha256: string): Promise<boolean> {
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(final, C.O_RDONLY | C.O_NOFOLLOW);
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return false;
+      throw error;
+    }
+    try {
+      return (await hashHandle(handle)).sha256 === sha256;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** The whole blob, after checking its hash. A damaged or missing blob throws BACKUP_FAILED. */
+  async read(sha256: string): Promise<Buffer> {
+    const file = this.absolutePath(sha256);
+    let data: Buffer;
+    try {
+      data = await fs.readFile(file, { flag: C.O_RDONLY | C.O_NOFOLLOW });
+    } catch (error) {
+      throw new BrokerError(ErrorCodes.BACKUP_FAILED, `blob ${sha256} cannot be read`, { cause: error, errno: errorCode(error) });
+    }
+    const actual = createHash('sha256').update(data).digest('hex');
+    if (actual !== sha256) throw damaged(sha256, actual);
+    return data;
+  }
+
+  /**
+   * Stream a blob into `target` while hashing; throws BACKUP_FAILED when the bytes do
+   * not hash to `sha256`. The caller discards `target` then: it never gets a real name.
+   */
+  async copyTo(sha256: string, target: fs.FileHandle): Promise<number> {
+    let source: fs.FileHandle;
+    try {
+      source = await fs.open(this.absolutePath(sha256), C.O_RDONLY | C.O_NOFOLLOW);
+    } catch (error) {
+      throw new BrokerError(ErrorCodes.BACKUP_FAILED, `blob ${sha256} cannot be read`, { cause: error, errno: errorCode(error) });
+    }
+    try {
+      const hash = createHash('sha256');
+      const size = await pump(source, target, (chunk) => hash.update(chunk), Number.MAX_SAFE_INTEGER);
+      const actual = hash.digest('hex');
+      if (actual !== sha256) throw damaged(sha256, actual);
+      return size;
+    } finally {
+      await source.close();
+    }
+  }
+
+  /** Names of the blobs on disk (for a future GC to diff against manifest references). */
+  async list(): Promise<string[]> {
+    const out: string[] = [];
+    const fanout = await fs.readdir(this.#layout.blobs).catch(() => [] as string[]);
+    for (const dir of fanout) {
+      const names = await fs.readdir(path.join(this.#layout.blobs, dir)).catch(() => [] as string[]);
+      out.push(...names.filter((n) => sha256Schema.safeParse(n).success));
+    }
+    return out.sort();
+  }
+}
+
+function damaged(expected: string, actual: string): BrokerError {
+  return new BrokerError(ErrorCodes.BACKUP_FAILED, `blob ${expected} is damaged (its content hashes to ${actual})`, {
+    details: { expected, actual },
+  });
+}
+
+function asBackupFailure(error: unknown, file: string): BrokerError {
+  if (error instanceof BrokerError) return error;
+  const text = error instanceof Error ? error.message : String(error);
+  return new BrokerError(ErrorCodes.BACKUP_FAILED, `backup of ${file} failed: ${text}`, { cause: error, errno: errorCode(error) });
+}
+
+/** Copy `source` (from offset 0) into a new temp file, hashing what was read. */
+async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: number): Promise<string> {
+  const target = await fs.open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+  try {
+    const hash = createHash('sha256');
+    await pump(source, target, (chunk) => hash.update(chunk), maxBytes);
+    await target.sync();
+    return hash.digest('hex');
+  } finally {
+    await target.close();
+  }
+}
+
+/** read → write until EOF; full writes only; throws SourceTooLarge past `limit` bytes. */
+async function pump(source: fs.FileHandle, target: fs.FileHandle, onChunk: (chunk: Buffer) => void, limit: number): Promise<number> {
+  const buffer = Buffer.allocUnsafe(CHUNK_SIZE);
+  let position = 0;
+  for (;;) {
+    const { bytesRead } = await source.read(buffer, 0, buffer.length, position);
+    if (bytesRead === 0) return position;
+    position += bytesRead;
+    if (position > limit) throw new SourceTooLarge(`more than ${limit} bytes`);
+    const chunk = buffer.subarray(0, bytesRead);
+    onChunk(chunk);
+    let written = 0;
+    while (written < bytesRead) {
+      const { bytesWritten } = await target.write(chunk, written, bytesRead - written);
+      if (bytesWritten <= 0) throw new Error('short write');
+      written += bytesWritten;
+    }
+  }
+}

@@ -1,0 +1,93 @@
+import path from 'node:path';
+import type { BigIntStats } from 'node:fs';
+import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { isoFromNs, permissionBits } from './fs-util.js';
+import type { BackupEntry } from './manifest-schema.js';
+
+/** Who asked for a backup and why: the validated caller-supplied part of an entry. */
+export interface EntryBase {
+  path: string;
+  operation: string;
+  toolCallId: string | undefined;
+  traceId: string | undefined;
+}
+
+/** What was captured of the path itself. */
+export interface EntryContent {
+  kind: BackupEntry['kind'];
+  sha256: string | null;
+  blob: string | null;
+  xattrs: Record<string, string> | null;
+  linkTarget?: string;
+}
+
+export interface EntryRequest {
+  operation: string;
+  toolCallId?: string | undefined;
+  traceId?: string | undefined;
+}
+
+/**
+ * Check what a caller hands us before touching the file system. Everything fails with
+ * BACKUP_FAILED: the broker turns that into "deny the modification".
+ */
+export function entryBase(file: string, request: EntryRequest): EntryBase {
+  return {
+    path: checkTargetPath(file),
+    operation: checkOperation(request.operation),
+    toolCallId: checkAttribution('toolCallId', request.toolCallId),
+    traceId: checkAttribution('traceId', request.traceId),
+  };
+}
+
+/** Paths are used as given (the caller resolved symlinks), so they must already be canonical in form. */
+export function checkTargetPath(file: string): string {
+  if (typeof file !== 'string' || !path.isAbsolute(file) || file.includes('\0') || path.resolve(file) !== file || file.length > 4096) {
+    throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup needs an absolute, normalised path, got ${JSON.stringify(file)}`);
+  }
+  return file;
+}
+
+function checkOperation(operation: string): string {
+  if (typeof operation !== 'string' || !/^[a-z][a-z0-9-]{0,31}$/.test(operation)) {
+    throw new BrokerError(ErrorCodes.BACKUP_FAILED, `invalid operation name ${JSON.stringify(operation)}`);
+  }
+  return operation;
+}
+
+function checkAttribution(name: string, value: string | undefined): string | undefined {
+  if (value !== undefined && (typeof value !== 'string' || value.length > 256)) {
+    throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${name} must be a string of at most 256 characters`);
+  }
+  return value;
+}
+
+/** One manifest entry from the stats taken before the content was read (a read must not alter them). */
+export function buildEntry(base: EntryBase, stats: BigIntStats, content: EntryContent, backedUpAt: string): BackupEntry {
+  const entry: BackupEntry = {
+    path: base.path,
+    operation: base.operation,
+    kind: content.kind,
+    size: Number(stats.size),
+    sha256: content.sha256,
+    blob: content.blob,
+    mode: permissionBits(stats),
+    uid: Number(stats.uid),
+    gid: Number(stats.gid),
+    mtime: isoFromNs(stats.mtimeNs),
+    mtimeNs: stats.mtimeNs.toString(),
+    atime: isoFromNs(stats.atimeNs),
+    atimeNs: stats.atimeNs.toString(),
+    xattrs: content.xattrs,
+    backedUpAt,
+    after: null,
+  };
+  if (content.linkTarget !== undefined) entry.linkTarget = content.linkTarget;
+  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
+  if (base.traceId !== undefined) entry.traceId = base.traceId;
+  return entry;
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,147 @@
+import fs from 'node:fs/promises';
+import { constants as C, type BigIntStats } from 'node:fs';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+
+/** 1 MiB: big enough to keep syscalls few, small enough to stay out of the way. */
+export const CHUNK_SIZE = 1024 * 1024;
+
+/** A name for a temp file that no one else will pick (kept short: it may sit beside a 255-byte name). */
+export function tempName(prefix: string): string {
+  return `${prefix}${process.pid}-${randomBytes(8).toString('hex')}.tmp`;
+}
+
+/** Make a rename or unlink in `dir` durable. */
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await fs.open(dir, C.O_RDONLY | C.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** mkdir -p with 0700, and durable: the parent of each directory made is fsynced. */
+export async function mkdirPrivate(dir: string): Promise<void> {
+  const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  if (first === undefined) return;
+  let current = dir;
+  while (current.length >= first.length) {
+    await fsyncDir(path.dirname(current));
+    if (current === first) break;
+    current = path.dirname(current);
+  }
+}
+
+export async function removeQuietly(file: string): Promise<void> {
+  await fs.rm(file, { force: true }).catch(() => undefined);
+}
+
+/**
+ * Write a whole file so readers see the old or the new content, never a mix: temp file
+ * in `tmpDir` (same file system as `target`), fsync, rename, fsync the directory.
+ */
+export async function writeFileAtomic(target: string, data: string | Uint8Array, tmpDir: string): Promise<void> {
+  const tmp = path.join(tmpDir, tempName('w-'));
+  try {
+    const handle = await fs.open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, target);
+  } catch (error) {
+    await removeQuietly(tmp);
+    throw error;
+  }
+  await fsyncDir(path.dirname(target));
+}
+
+/**
+ * Open a file for reading without following a final symlink, without blocking on a FIFO
+ * swapped in behind our back, and (where we may) without touching its atime: a backup
+ * must not change the metadata it records.
+ */
+export async function openForSnapshot(file: string): Promise<fs.FileHandle> {
+  const base = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK;
+  const noAtime = C.O_NOATIME ?? 0;
+  if (noAtime !== 0) {
+    try {
+      return await fs.open(file, base | noAtime);
+    } catch (error) {
+      // O_NOATIME needs ownership or CAP_FOWNER; fall back to a plain read.
+      if (errorCode(error) !== 'EPERM') throw error;
+    }
+  }
+  return fs.open(file, base);
+}
+
+/** sha256 and length of an open file's content from offset 0. */
+export async function hashHandle(handle: fs.FileHandle, limit = Number.MAX_SAFE_INTEGER): Promise<{ sha256: string; size: number }> {
+  const hash = createHash('sha256');
+  const buffer = Buffer.allocUnsafe(CHUNK_SIZE);
+  let position = 0;
+  for (;;) {
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+    if (bytesRead === 0) break;
+    hash.update(buffer.subarray(0, bytesRead));
+    position += bytesRead;
+    if (position > limit) throw new RangeError(`file is larger than ${limit} bytes`);
+  }
+  return { sha256: hash.digest('hex'), size: position };
+}
+
+/** Hash a regular file by path (never following a final symlink). */
+export async function hashFile(file: string): Promise<{ sha256: string; size: number }> {
+  const handle = await openForSnapshot(file);
+  try {
+    return await hashHandle(handle);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** lstat with nanosecond times; undefined when nothing is there. */
+export async function lstatOrUndefined(file: string): Promise<BigIntStats | undefined> {
+  try {
+    return await fs.lstat(file, { bigint: true });
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
+export function errorCode(error: unknown): string | undefined {
+  if (typeof error === 'object' && error !== null && 'code' in error) {
+    const code = (error as { code: unknown }).code;
+    return typeof code === 'string' ? code : undefined;
+  }
+  return undefined;
+}
+
+export type FileType = 'file' | 'symlink' | 'directory' | 'fifo' | 'socket' | 'char-device' | 'block-device' | 'unknown';
+
+export function fileTypeOf(stats: BigIntStats): FileType {
+  if (stats.isFile()) return 'file';
+  if (stats.isSymbolicLink()) return 'symlink';
+  if (stats.isDirectory()) return 'directory';
+  if (stats.isFIFO()) return 'fifo';
+  if (stats.isSocket()) return 'socket';
+  if (stats.isCharacterDevice()) return 'char-device';
+  if (stats.isBlockDevice()) return 'block-device';
+  return 'unknown';
+}
+
+/** Permission bits only (incl. setuid/setgid/sticky), as manifests record them. */
+export function permissionBits(stats: BigIntStats): number {
+  return Number(stats.mode & 0o7777n);
+}
+
+/** ns since the epoch → ISO string (ms precision: for people; the ns string is the truth). */
+export function isoFromNs(ns: bigint): string {
+  const ms = ns >= 0n ? ns / 1_000_000n : -((-ns + 999_999n) / 1_000_000n);
+  return new Date(Number(ms)).toISOString();
+}

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+
+/** Bounds for `fileBackupMaxSizeMB`: anything outside is clamped, anything not a number is the default. */
+export const FILE_BACKUP_MAX_SIZE_MB = Object.freeze({ min: 1, default: 10, max: 1024 });
+
+/** What the store does with a file over the size cap. */
+export const oversizePolicySchema = z.enum(['deny', 'skip']);
+export type OversizePolicy = z.infer<typeof oversizePolicySchema>;
+
+/** Normalised settings, as the store holds them. */
+export const backupSettingsSchema = z.strictObject({
+  enabled: z.boolean(),
+  fileBackupMaxSizeMB: z.number().min(FILE_BACKUP_MAX_SIZE_MB.min).max(FILE_BACKUP_MAX_SIZE_MB.max),
+  /** 'deny' (default) refuses the modification; 'skip' records metadata without content. */
+  oversize: oversizePolicySchema,
+});
+export type BackupSettings = z.infer<typeof backupSettingsSchema>;
+
+/**
+ * What a control command may carry (`EnableModifyBackup`). Loose on purpose: values are
+ * normalised rather than rejected, like the reference's enable command.
+ */
+export const backupSettingsInputSchema = z.looseObject({
+  enabled: z.unknown().optional(),
+  fileBackupMaxSizeMB: z.unknown().optional(),
+  oversize: z.unknown().optional(),
+});
+export type BackupSettingsInput = z.input<typeof backupSettingsInputSchema>;
+
+export const DEFAULT_BACKUP_SETTINGS: BackupSettings = Object.freeze({
+  enabled: true,
+  fileBackupMaxSizeMB: FILE_BACKUP_MAX_SIZE_MB.default,
+  oversize: 'deny',
+});
+
+/** Clamp to [min, max]; non-numbers (and NaN/Infinity) become the default. */
+export function normaliseMaxSizeMB(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return FILE_BACKUP_MAX_SIZE_MB.default;
+  return Math.min(FILE_BACKUP_MAX_SIZE_MB.max, Math.max(FILE_BACKUP_MAX_SIZE_MB.min, value));
+}
+
+/**
+ * Turn whatever an enable command carried into settings. Backup stays on unless
+ * `enabled` is exactly `false`; an unknown oversize policy falls back to 'deny'
+ * (refusing is the safe default).
+ */
+export function normaliseBackupSettings(input: unknown = {}): BackupSettings {
+  const parsed = backupSettingsInputSchema.safeParse(input);
+  const raw = parsed.success ? parsed.data : {};
+  const oversize = oversizePolicySchema.safeParse(raw.oversize);
+  return backupSettingsSchema.parse({
+    enabled: raw.enabled !== false,
+    fileBackupMaxSizeMB: normaliseMaxSizeMB(raw.fileBackupMaxSizeMB),
+    oversize: oversize.success ? oversize.data : 'deny',
+  });
+}
+
+/** The cap in bytes (whole bytes; fractional megabytes are allowed). */
+export function maxBytesOf(settings: Pick<BackupSettings, 'fileBackupMaxSizeMB'>): number {
+  return Math.floor(settings.fileBackupMaxSizeMB * 1024 * 1024);
+}
