@@ -1,0 +1,116 @@
+import { realpath } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { resolveHome } from '../backup/layout.js';
+import { readPolicyFile } from '../config/policy-file.js';
+import { Broker, type Logger } from '../core/index.js';
+import { BrokerServer } from '../ipc/server.js';
+import { native, socketFd } from '../native/index.js';
+import { standardPlugins } from '../plugins/standard.js';
+import { ExitCode } from './exit-codes.js';
+import { describeError, type Io } from './output.js';
+
+export interface ServeOptions {
+  socket: string;
+  session: string;
+  workspace?: string;
+  policy?: string;
+}
+
+/** The control commands the owner may send on stdin, answered one JSON line each on stdout. */
+const CONTROL = new Set(['EnableModifyBackup', 'ModifyBackup', 'CommitModifyBackup', 'Shutdown']);
+
+/**
+ * `serve`: the broker alone, for external clients on a Unix socket. Only the parent
+ * that started it holds stdin/stdout, so only it can send control commands.
+ */
+export async function serveCommand(io: Io, options: ServeOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const workspace = await realpath(resolve(options.workspace ?? process.cwd()));
+  const policy = options.policy ? await readPolicyFile(resolve(options.policy), workspace) : undefined;
+  const socketPath = resolve(options.socket);
+  const home = resolveHome(env);
+  const broker = new Broker({ sessionId: options.session, logger: log });
+  broker.use(
+    ...standardPlugins({
+      home,
+      writableRoots: [workspace, ...(policy?.writableRoots ?? [])],
+      rules: policy?.rules ?? [],
+      ...(policy?.outsideRoots ? { outsideRoots: policy.outsideRoots } : {}),
+      protectedPaths: [dirname(socketPath)],
+      backup: policy?.backup ?? {},
+    }),
+  );
+  const partial = Number(env.BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS);
+  const server = new BrokerServer({
+    broker,
+    socketPath,
+    ...(partial > 0 ? { partialLineTimeoutMs: partial } : {}),
+    peerCredentials: (socket) => native().peerCredentials(socketFd(socket)),
+  });
+  await server.listen();
+
+  let stopping: Promise<{ status: number; turnId?: string }> | undefined;
+  /** Commit the open turn (nothing lost), close the socket, stop. Runs once. */
+  const stop = (reason: string) => {
+    stopping ??= (async () => {
+      try {
+        const turn = broker.currentTurn ? await broker.commitTurn(`serve stopped (${reason})`) : undefined;
+        await server.close();
+        await broker.close();
+        return { status: ExitCode.OK, ...(turn ? { turnId: turn.id } : {}) };
+      } catch (error) {
+        io.err(`brokered-shell serve: could not stop cleanly: ${describeError(error)}`);
+        return { status: ExitCode.FAILURE };
+      }
+    })();
+    return stopping;
+  };
+
+  let lines: ReturnType<typeof createInterface> | undefined;
+  const done = new Promise<number>((resolveDone) => {
+    const stopWith = async (reason: string) => resolveDone((await stop(reason)).status);
+    process.once('SIGTERM', () => void stopWith('SIGTERM'));
+    process.once('SIGINT', () => void stopWith('SIGINT'));
+    lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+    let queue = Promise.resolve();
+    lines.on('line', (line) => {
+      if (!line.trim()) return;
+      // One answer per line, in order, even when a commit takes a while.
+      queue = queue.then(async () => {
+        const answer = await answerControl(broker, line);
+        if (answer.shutdown !== true) {
+          io.out(JSON.stringify(answer));
+          return;
+        }
+        const stopped = await stop('Shutdown');
+        const { shutdown: _shutdown, ...rest } = answer;
+        io.out(JSON.stringify({ ...rest, ok: stopped.status === ExitCode.OK, ...(stopped.turnId ? { turnId: stopped.turnId } : {}) }));
+        resolveDone(stopped.status);
+      });
+    });
+    // The owner went away: nobody can commit or stop us any more, so commit and leave.
+    lines.on('close', () => void queue.then(() => stopWith('stdin closed')));
+  });
+
+  io.out(JSON.stringify({ ready: true, socket: socketPath, sessionId: options.session, pid: process.pid, workspace }));
+  const status = await done;
+  // Stop reading the owner's pipe so nothing keeps the process alive after the broker stopped.
+  lines?.close();
+  process.stdin.destroy();
+  return status;
+}
+
+async function answerControl(broker: Broker, line: string): Promise<Record<string, unknown>> {
+  let message: unknown;
+  try {
+    message = JSON.parse(line);
+  } catch {
+    return { ok: false, error: 'control line is not JSON' };
+  }
+  if (typeof message !== 'object' || message === null || Array.isArray(message)) return { ok: false, error: 'control line must be an object' };
+  const { command, id, ...payload } = message as Record<string, unknown>;
+  const echo = id === undefined ? {} : { id };
+  if (typeof command !== 'string' || !CONTROL.has(command)) return { ...echo, ok: false, error: `unknown control command: ${String(command)}` };
+  if (command === 'Shutdown') return { ...echo, ok: true, shutdown: true };
+  return { ...echo, ...(await broker.control(command, payload)) };
+}

@@ -1,0 +1,45 @@
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { z } from 'zod';
+import { BrokerError, ErrorCodes } from '../core/index.js';
+import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
+
+/**
+ * The `--policy FILE` of `run` and `serve`: writable roots and file-safety rules.
+ * Relative roots are taken from the workspace, so one policy file fits any checkout.
+ */
+export const policyFileSchema = z.strictObject({
+  writableRoots: z.array(z.string().min(1)).default([]),
+  rules: z.array(fileSafetyRuleSchema).default([]),
+  outsideRoots: z.enum(['deny', 'prompt']).optional(),
+  backup: z
+    .strictObject({
+      enabled: z.boolean().optional(),
+      fileBackupMaxSizeMB: z.number().optional(),
+      oversize: z.enum(['deny', 'skip']).optional(),
+    })
+    .optional(),
+});
+export type PolicyFile = z.infer<typeof policyFileSchema>;
+
+export async function readPolicyFile(file: string, workspace: string): Promise<PolicyFile> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `cannot read policy file ${file}: ${(error as Error).message}`, { cause: error });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policy file ${file} is not valid JSON: ${(error as Error).message}`);
+  }
+  const parsed = policyFileSchema.safeParse(value);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  - ${issue.path.join('.') || '(top level)'}: ${issue.message}`);
+    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policy file ${file} is invalid:\n${lines.join('\n')}`);
+  }
+  const base = workspace || dirname(file);
+  return { ...parsed.data, writableRoots: parsed.data.writableRoots.map((root) => (isAbsolute(root) ? root : resolve(base, root))) };
+}

@@ -1,0 +1,14 @@
+/** brokered-shell's library surface: the core, the standard plugins and the layers around them. */
+export * from './core/index.js';
+export { standardPlugins, type StandardPluginsOptions } from './plugins/standard.js';
+export { SessionGuardPlugin } from './plugins/session-guard.js';
+export { PathResolutionPlugin } from './plugins/path-resolution/index.js';
+export { FileSafetyPlugin, type FileSafetyOptions, type FileSafetyRule } from './plugins/file-safety/index.js';
+export { ApprovalPlugin, type PromptBlock } from './plugins/approval.js';
+export { ModifyBackupPlugin } from './plugins/modify-backup/index.js';
+export { HostOperationsPlugin } from './plugins/host-operations/index.js';
+export { SandboxTokenPlugin } from './plugins/sandbox-token.js';
+export { AuditPlugin, getAuditHooks, type AuditRecord, type AuditHooks } from './plugins/audit.js';
+export { BrokerServer, type BrokerServerOptions } from './ipc/server.js';
+export { operationTargets, openTargets } from './requests/targets.js';
+export { BackupHome, SessionBackupStore, resolveHome, type TurnManifest, type BackupEntry, type RestoreReport } from './backup/index.js';

@@ -1,0 +1,161 @@
+import { isUtf8 } from 'node:buffer';
+import { chmod } from 'node:fs/promises';
+import net from 'node:net';
+import { ErrorCodes, type Broker, type Logger, type Peer } from '../core/index.js';
+import { formatJsonAnswer, parseJsonRequest, type JsonAnswer } from './json-protocol.js';
+import { LineSplitter } from './line-splitter.js';
+import { prepareSocketPath } from './socket-dir.js';
+import { TEXT_DENY, formatTextAnswer, looksLikeTextRequest, parseTextRequest } from './text-protocol.js';
+
+export interface BrokerServerOptions {
+  broker: Broker;
+  socketPath: string;
+  /** Longest accepted line; a longer one is answered with an error and the connection closed. */
+  maxLineBytes?: number;
+  /** A half-written line older than this closes the connection. */
+  partialLineTimeoutMs?: number;
+  /** A connection with nothing to do for this long is closed. */
+  idleTimeoutMs?: number;
+  /** Lines waiting for their answer on one connection before it is considered a flood. */
+  maxQueuedLines?: number;
+  maxConnections?: number;
+  /** Who is at the other end (SO_PEERCRED); absent means unknown. */
+  peerCredentials?: (socket: net.Socket) => Peer | undefined;
+  logger?: Logger;
+}
+
+const DEFAULTS = {
+  maxLineBytes: 64 * 1024,
+  partialLineTimeoutMs: 10_000,
+  idleTimeoutMs: 10 * 60_000,
+  maxQueuedLines: 1024,
+  maxConnections: 512,
+};
+
+/**
+ * The broker's Unix socket: both wire protocols on one socket, one line in, one line
+ * out, answered in order per connection, many connections at once.
+ */
+export class BrokerServer {
+  readonly #options: Required<Omit<BrokerServerOptions, 'peerCredentials' | 'logger'>> & Pick<BrokerServerOptions, 'peerCredentials'>;
+  readonly #log: Logger;
+  readonly #server: net.Server;
+  readonly #sockets = new Set<net.Socket>();
+
+  constructor(options: BrokerServerOptions) {
+    this.#options = { ...DEFAULTS, ...options };
+    this.#log = (options.logger ?? options.broker.log).child({ phase: 'ipc' });
+    this.#server = net.createServer((socket) => this.#accept(socket));
+    this.#server.maxConnections = this.#options.maxConnections;
+  }
+
+  get socketPath(): string {
+    return this.#options.socketPath;
+  }
+
+  async listen(): Promise<void> {
+    await prepareSocketPath(this.#options.socketPath);
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(this.#options.socketPath, () => {
+        this.#server.off('error', reject);
+        resolve();
+      });
+    });
+    await chmod(this.#options.socketPath, 0o600);
+    this.#log.info({ socketPath: this.#options.socketPath }, 'listening');
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(socket: net.Socket): void {
+    this.#sockets.add(socket);
+    socket.on('close', () => this.#sockets.delete(socket));
+    socket.on('error', (error) => this.#log.debug({ err: error }, 'client socket error'));
+    let peer: Peer | undefined;
+    try {
+      peer = this.#options.peerCredentials?.(socket);
+    } catch (error) {
+      this.#log.warn({ err: error }, 'could not read peer credentials');
+    }
+    const log = this.#log.child({ peer });
+    log.debug('client connected');
+    const splitter = new LineSplitter(this.#options.maxLineBytes);
+    let queue: Promise<void> = Promise.resolve();
+    let queued = 0;
+    const send = (line: string) => {
+      if (!socket.destroyed) socket.write(`${line}\n`);
+    };
+    const refreshTimeout = () => {
+      socket.setTimeout(splitter.pendingBytes > 0 ? this.#options.partialLineTimeoutMs : this.#options.idleTimeoutMs);
+    };
+    refreshTimeout();
+    socket.on('timeout', () => {
+      log.info({ pendingBytes: splitter.pendingBytes }, 'closing a connection that went quiet');
+      if (splitter.pendingBytes > 0) send(JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end')));
+      socket.end();
+    });
+    socket.on('data', (chunk: Buffer) => {
+      const lines = splitter.push(chunk);
+      if (splitter.overflowed) {
+        log.warn({ maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
+        send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
+        socket.end();
+        socket.pause();
+        return;
+      }
+      refreshTimeout();
+      for (const line of lines) {
+        if (++queued > this.#options.maxQueuedLines) {
+          log.warn('too many unanswered lines; closing');
+          socket.destroy();
+          return;
+        }
+        queue = queue.then(async () => {
+          const answer = await this.#answer(line, peer, log);
+          queued -= 1;
+          send(answer);
+        });
+      }
+    });
+  }
+
+  /** One line in, one line out. Never throws: a failure is an answer. */
+  async #answer(raw: Buffer, peer: Peer | undefined, log: Logger): Promise<string> {
+    const valid = isUtf8(raw);
+    const text = raw.toString('utf8').replace(/\r$/, '');
+    try {
+      if (looksLikeTextRequest(text)) {
+        if (!valid) return TEXT_DENY;
+        const parsed = parseTextRequest(text, peer);
+        if (!parsed.ok) {
+          log.info({ phase: 'ipc-token', reason: parsed.reason }, 'malformed token request');
+          return TEXT_DENY;
+        }
+        const outcome = await this.#options.broker.handle(parsed.request);
+        log.debug({ phase: 'ipc-token', path: outcome.request?.targets[0]?.path, normalisedPath: outcome.targets[0]?.resolved, decision: outcome.wireDecision }, 'token request');
+        return formatTextAnswer(outcome);
+      }
+      if (!valid) return JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8'));
+      const parsed = parseJsonRequest(text, peer);
+      if (!parsed.ok) {
+        log.info({ phase: 'ipc-host-op', error: parsed.answer.error }, 'request refused before the pipeline');
+        return JSON.stringify(parsed.answer);
+      }
+      const outcome = await this.#options.broker.handle(parsed.request);
+      const answer = formatJsonAnswer(parsed.message, outcome);
+      log.debug({ phase: 'ipc-host-op', path: answer.path, normalisedPath: answer.normalisedPath, decision: answer.decision }, 'host operation');
+      return JSON.stringify(answer);
+    } catch (error) {
+      log.error({ err: error }, 'unexpected failure answering a line');
+      return looksLikeTextRequest(text) ? TEXT_DENY : JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'internal error'));
+    }
+  }
+}
+
+function errorAnswer(code: string, message: string): JsonAnswer {
+  return { ok: false, decision: 'deny', error: message, errorCode: code };
+}

@@ -1,0 +1,23 @@
+import { basename, dirname } from 'node:path';
+import type { MetadataOps } from '../backup/metadata-ops.js';
+import { native } from './loader.js';
+import { timeSpecFromNs } from './types.js';
+
+/**
+ * The backup store's metadata needs, served by the addon: xattrs of regular files and
+ * nanosecond times (of a symlink itself when asked). Loading is deferred to first use so
+ * a missing build surfaces as a failed backup (deny), not as a crash at start.
+ */
+export function nativeMetadataOps(): MetadataOps {
+  return {
+    xattrs: {
+      list: (path) => native().listXattrs(path),
+      get: (path, name) => native().getXattr(path, name),
+      set: (path, name, value) => native().setXattr(path, name, value),
+    },
+    setTimesNs: async (path, atimeNs, mtimeNs) => {
+      // The final component is never followed: for a symlink this sets the link's own times.
+      native().utimesAt(dirname(path), basename(path), timeSpecFromNs(atimeNs), timeSpecFromNs(mtimeNs));
+    },
+  };
+}

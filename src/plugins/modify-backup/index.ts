@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import {
+  BrokerError,
+  ErrorCodes,
+  Stage,
+  toBrokerError,
+  type Broker,
+  type BrokerPlugin,
+  type Origin,
+} from '../../core/index.js';
+import { SessionBackupStore, type OpenStoreOptions } from '../../backup/session-store.js';
+import { normaliseBackupSettings } from '../../backup/settings.js';
+import { nativeMetadataOps } from '../../native/metadata-ops.js';
+import { parseOptions } from '../options.js';
+import { affectedFiles } from './affected-files.js';
+
+export const modifyBackupOptionsSchema = z.strictObject({
+  /** Store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`). */
+  home: z.string().refine((value) => value.startsWith('/'), 'home must be absolute'),
+  enabled: z.boolean().default(true),
+  fileBackupMaxSizeMB: z.number().optional(),
+  oversize: z.enum(['deny', 'skip']).optional(),
+});
+export type ModifyBackupOptions = z.input<typeof modifyBackupOptionsSchema>;
+
+/** Log phase per origin, as the reference's troubleshooting guide names them. */
+const PHASE: Record<Origin, string> = {
+  'text-token': 'ipc-token-backup',
+  'host-op': 'host-modify-backup',
+  kernel: 'kernel-backup',
+  api: 'api-backup',
+};
+
+/**
+ * Backs up every existing file a request is about to change, before it changes, into
+ * the session's store; commits the store's turn when the broker's turn commits. Any
+ * failure throws, and the core turns a throw here into deny: no backup, no change.
+ * Also answers the owner's control commands EnableModifyBackup, ModifyBackup and
+ * CommitModifyBackup.
+ */
+export class ModifyBackupPlugin implements BrokerPlugin {
+  static readonly PLUGIN_NAME = 'modify-backup';
+  readonly name = ModifyBackupPlugin.PLUGIN_NAME;
+  readonly #options: z.infer<typeof modifyBackupOptionsSchema>;
+  readonly #storeOptions: Partial<OpenStoreOptions>;
+  #store: Promise<SessionBackupStore> | undefined;
+
+  constructor(options: ModifyBackupOptions, storeOptions: Partial<OpenStoreOptions> = {}) {
+    this.#options = parseOptions(this.name, modifyBackupOptionsSchema, options);
+    this.#storeOptions = storeOptions;
+  }
+
+  /** The session's store, opened on first use; a failed open is retried next time. */
+  store(broker: Broker): Promise<SessionBackupStore> {
+    if (!this.#store) {
+      const { enabled, fileBackupMaxSizeMB, oversize } = this.#options;
+      this.#store = SessionBackupStore.open({
+        metadata: nativeMetadataOps(),
+        ...this.#storeOptions,
+        home: this.#options.home,
+        sessionId: broker.sessionId,
+        logger: broker.log,
+        settings: { enabled, ...(fileBackupMaxSizeMB === undefined ? {} : { fileBackupMaxSizeMB }), ...(oversize ? { oversize } : {}) },
+      });
+      this.#store.catch(() => {
+        this.#store = undefined;
+      });
+    }
+    return this.#store;
+  }
+
+  apply(broker: Broker): void {
+    broker.hooks.preModifyBackup.tapPromise({ name: this.name, stage: Stage.NORMAL }, async (resolved, _decision, context) => {
+      const paths = await affectedFiles(resolved);
+      if (paths.length === 0) return;
+      const store = await this.#openOrFail(broker);
+      if (!store.enabled) return;
+      const turnId = broker.currentTurn?.id;
+      if (!turnId) throw new BrokerError(ErrorCodes.BACKUP_FAILED, 'no open turn to back up into');
+      const { request } = resolved;
+      const log = context.log.child({ phase: PHASE[request.origin] });
+      for (const path of paths) {
+        const entry = await store.backup(path, {
+          turnId,
+          operation: request.operation,
+          ...(request.toolCallId ? { toolCallId: request.toolCallId } : {}),
+          ...(request.traceId ? { traceId: request.traceId } : {}),
+        });
+        log.info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
+      }
+    });
+
+    broker.hooks.turnStarted.tapPromise(this.name, async (turn) => {
+      const store = await this.store(broker).catch(() => undefined);
+      if (store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
+    });
+
+    broker.hooks.turnCommitting.tapPromise(this.name, async (turn) => {
+      const store = await this.#openOrFail(broker);
+      if (!store.hasTurn(turn.id)) return;
+      const manifest = await store.commitTurn(turn.id, turn.message ?? '');
+      turn.facts.backups = manifest.files.length;
+    });
+
+    broker.hooks.control.for('EnableModifyBackup').tapPromise(this.name, async (payload) => {
+      const store = await this.#openOrFail(broker);
+      const settings = store.configure(normaliseBackupSettings(payload));
+      const turn = broker.currentTurn;
+      if (settings.enabled && turn) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
+      return { ok: true, ...settings };
+    });
+
+    broker.hooks.control.for('ModifyBackup').tapPromise(this.name, async (payload) => {
+      const targetPath = payload.targetPath;
+      if (typeof targetPath !== 'string' || !targetPath.startsWith('/')) {
+        return { ok: false, error: 'ModifyBackup needs an absolute targetPath', errorCode: ErrorCodes.BAD_REQUEST };
+      }
+      const store = await this.#openOrFail(broker);
+      const turn = await broker.beginTurn();
+      const entry = await store.backup(targetPath, { turnId: turn.id, operation: 'modify' });
+      return { ok: true, backedUp: entry !== undefined };
+    });
+
+    broker.hooks.control.for('CommitModifyBackup').tapPromise(this.name, async (payload) => {
+      const message = typeof payload.commitMsg === 'string' ? payload.commitMsg : '';
+      const turn = await broker.commitTurn(message);
+      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0 };
+    });
+  }
+
+  async #openOrFail(broker: Broker): Promise<SessionBackupStore> {
+    try {
+      return await this.store(broker);
+    } catch (error) {
+      throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `backup store unavailable: ${toBrokerError(error).message}`, { cause: error });
+    }
+  }
+}

@@ -1,0 +1,55 @@
+import type { BrokerPlugin } from '../core/index.js';
+import { ApprovalPlugin, type ApprovalOptions } from './approval.js';
+import { AuditPlugin, type AuditOptions } from './audit.js';
+import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
+import { HostOperationsPlugin } from './host-operations/index.js';
+import { ModifyBackupPlugin } from './modify-backup/index.js';
+import { PathResolutionPlugin } from './path-resolution/index.js';
+import { SandboxTokenPlugin } from './sandbox-token.js';
+import { SessionGuardPlugin } from './session-guard.js';
+
+export interface StandardPluginsOptions {
+  /** Backup store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`); protected from writes. */
+  home: string;
+  /** Where writes are left to the sandbox: the workspace and any configured roots. */
+  writableRoots: string[];
+  rules?: FileSafetyRule[];
+  outsideRoots?: 'deny' | 'prompt';
+  /** The broker's own files besides the store (e.g. the socket directory). */
+  protectedPaths?: string[];
+  /** The user's home, for `~` in rules and shell startup files (default: the OS's). */
+  userHome?: string;
+  backup?: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip' };
+  deleteMode?: 'trash' | 'unlink';
+  /** Environment used to locate the home trash (XDG_DATA_HOME, HOME). */
+  trashEnv?: Record<string, string>;
+  approval?: ApprovalOptions;
+  audit?: AuditOptions;
+}
+
+/**
+ * The set an agent CLI registers in one call. Order in this list does not matter: every
+ * plugin taps at a named stage.
+ */
+export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[] {
+  const home = options.userHome ? { home: options.userHome } : {};
+  return [
+    new SessionGuardPlugin(),
+    new PathResolutionPlugin(home),
+    new FileSafetyPlugin({
+      writableRoots: options.writableRoots,
+      rules: options.rules ?? [],
+      protectedPaths: [options.home, ...(options.protectedPaths ?? [])],
+      ...(options.outsideRoots ? { outsideRoots: options.outsideRoots } : {}),
+      ...home,
+    }),
+    new ApprovalPlugin(options.approval),
+    new ModifyBackupPlugin({ home: options.home, ...options.backup }),
+    new HostOperationsPlugin({
+      ...(options.deleteMode ? { defaultDeleteMode: options.deleteMode } : {}),
+      ...(options.trashEnv ? { env: options.trashEnv } : {}),
+    }),
+    new SandboxTokenPlugin(),
+    new AuditPlugin(options.audit),
+  ];
+}
