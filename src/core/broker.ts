@@ -245,9 +245,8 @@ export class Broker {
     try {
       await this.hooks.preModifyBackup.promise(resolved, decision, context);
     } catch (error) {
-      const inner = toBrokerError(error, ErrorCodes.BACKUP_FAILED);
-      const code = inner.code === ErrorCodes.BACKUP_TOO_LARGE ? inner.code : ErrorCodes.BACKUP_FAILED;
-      return { ...failureFrom(error, code), wireDecision: 'deny' as const };
+      // A backup plugin's own code (too large, store unavailable) says more; anything else is BACKUP_FAILED.
+      return failureFrom(error, ErrorCodes.BACKUP_FAILED);
     }
     const { request } = resolved;
     if (request.action === 'token') {

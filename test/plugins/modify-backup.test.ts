@@ -1,0 +1,166 @@
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { BackupHome } from '../../src/backup/index.js';
+import { Broker, ErrorCodes, type BrokerRequestInput, type Operation } from '../../src/core/index.js';
+import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
+import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
+import { operationTargets, openTargets } from '../../src/requests/targets.js';
+import { allowAll } from '../helpers/bare-broker.js';
+import { tempDir } from '../helpers/serve-process.js';
+
+let base: string;
+let ws: string;
+let home: string;
+beforeEach(() => {
+  base = tempDir('bsh-modify-backup-');
+  ws = path.join(base, 'ws');
+  home = path.join(base, 'home');
+  mkdirSync(ws);
+});
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+function setup(options: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip' } = {}) {
+  const plugin = new ModifyBackupPlugin({ home, ...options });
+  const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), plugin);
+  return { broker, plugin };
+}
+
+const check = (operation: Operation, paths: Parameters<typeof operationTargets>[1], options: BrokerRequestInput['options'] = {}): BrokerRequestInput => ({
+  origin: 'host-op',
+  action: 'check',
+  operation,
+  targets: operationTargets(operation, paths),
+  sessionId: 's1',
+  options,
+});
+
+async function committed(broker: Broker, message = 'turn') {
+  const answer = await broker.control('CommitModifyBackup', { commitMsg: message });
+  expect(answer).toMatchObject({ ok: true });
+  const { store, manifest } = await new BackupHome({ home }).findTurn(String(answer.turnId));
+  return { manifest, answer, blob: (p: string) => store.readBlob(manifest.files.find((f) => f.path === p)?.sha256 ?? '') };
+}
+
+describe('ModifyBackupPlugin', () => {
+  it.each<[string, Operation, (f: string, g: string) => Parameters<typeof operationTargets>[1], string[]]>([
+    ['delete backs up the path', 'delete', (f) => ({ path: f }), ['f']],
+    ['rename backs up both ends', 'rename', (f, g) => ({ from: f, to: g }), ['f', 'g']],
+    ['copy backs up only the target', 'copy', (f, g) => ({ from: f, to: g }), ['g']],
+    ['chmod backs up the path (mode is part of the backup)', 'chmod', (f) => ({ path: f }), ['f']],
+    ['touch backs up the path', 'touch', (f) => ({ path: f }), ['f']],
+    ['mkdir backs up nothing', 'mkdir', (_f, g) => ({ path: `${g}.d` }), []],
+    ['a hard link backs up nothing', 'link', (f) => ({ from: f, to: `${f}.link` }), []],
+  ])('%s', async (_label, operation, paths, expected) => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    const g = path.join(ws, 'g');
+    writeFileSync(f, 'F');
+    writeFileSync(g, 'G');
+    expect(await broker.handle(check(operation, paths(f, g)))).toMatchObject({ ok: true });
+    const { manifest } = await committed(broker);
+    expect(manifest.files.map((e) => path.basename(e.path)).sort()).toEqual(expected);
+  });
+
+  it('keeps the first version of a path within a turn', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'first');
+    await broker.handle(check('touch', { path: f }));
+    writeFileSync(f, 'second');
+    await broker.handle(check('delete', { path: f }));
+    const { manifest, blob } = await committed(broker);
+    expect(manifest.files).toHaveLength(1);
+    expect((await blob(f)).toString()).toBe('first');
+  });
+
+  it('a recursive delete backs up every file in the tree, symlinks as symlinks', async () => {
+    const { broker } = setup();
+    const dir = path.join(ws, 'tree');
+    mkdirSync(path.join(dir, 'a', 'b'), { recursive: true });
+    writeFileSync(path.join(dir, 'a', 'one'), '1');
+    writeFileSync(path.join(dir, 'a', 'b', 'two'), '2');
+    symlinkSync('one', path.join(dir, 'a', 'ln'));
+    await broker.handle(check('delete', { path: dir }, { recursive: true }));
+    const { manifest } = await committed(broker);
+    const kinds = Object.fromEntries(manifest.files.map((e) => [path.relative(dir, e.path), e.kind]));
+    expect(kinds).toEqual({ 'a/one': 'file', 'a/b/two': 'file', 'a/ln': 'symlink' });
+  });
+
+  it('a recursive copy backs up the destination files it will overwrite', async () => {
+    const { broker } = setup();
+    mkdirSync(path.join(ws, 'src', 'x'), { recursive: true });
+    mkdirSync(path.join(ws, 'dst', 'x'), { recursive: true });
+    writeFileSync(path.join(ws, 'src', 'x', 'same'), 'new');
+    writeFileSync(path.join(ws, 'src', 'only-src'), 'new');
+    writeFileSync(path.join(ws, 'dst', 'x', 'same'), 'old');
+    await broker.handle(check('copy', { from: path.join(ws, 'src'), to: path.join(ws, 'dst') }, { recursive: true }));
+    const { manifest, blob } = await committed(broker);
+    expect(manifest.files.map((e) => e.path)).toEqual([path.join(ws, 'dst', 'x', 'same')]);
+    expect((await blob(path.join(ws, 'dst', 'x', 'same'))).toString()).toBe('old');
+  });
+
+  it('new files need no backup and a write token on one is allowed', async () => {
+    const { broker } = setup();
+    const outcome = await broker.handle({ origin: 'api', action: 'check', operation: 'open', targets: openTargets(path.join(ws, 'new'), true), sessionId: 's1' });
+    expect(outcome.ok).toBe(true);
+    expect((await committed(broker)).manifest.files).toEqual([]);
+  });
+
+  it('over the size cap: deny by default, metadata only with oversize=skip', async () => {
+    const big = () => {
+      const f = path.join(ws, 'big');
+      writeFileSync(f, Buffer.alloc(1024 * 1024 + 1));
+      return f;
+    };
+    const denying = setup({ fileBackupMaxSizeMB: 1 });
+    expect(await denying.broker.handle(check('delete', { path: big() }))).toMatchObject({ ok: false, error: { code: ErrorCodes.BACKUP_TOO_LARGE } });
+    rmSync(home, { recursive: true, force: true });
+    const skipping = setup({ fileBackupMaxSizeMB: 1, oversize: 'skip' });
+    expect(await skipping.broker.handle(check('delete', { path: big() }))).toMatchObject({ ok: true });
+    const { manifest } = await committed(skipping.broker);
+    expect(manifest.files[0]).toMatchObject({ skipped: 'too-large', blob: null });
+  });
+
+  it('EnableModifyBackup off: requests pass, nothing is stored; on again: backups resume', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'x');
+    expect(await broker.control('EnableModifyBackup', { enabled: false })).toMatchObject({ ok: true, enabled: false });
+    expect(await broker.handle(check('touch', { path: f }))).toMatchObject({ ok: true });
+    expect(await broker.control('EnableModifyBackup', { enabled: true, fileBackupMaxSizeMB: 5000 })).toMatchObject({ ok: true, enabled: true, fileBackupMaxSizeMB: 1024 });
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: true });
+    const { manifest } = await committed(broker);
+    expect(manifest.files.map((e) => e.operation)).toEqual(['delete']);
+  });
+
+  it('ModifyBackup backs up an explicit path into the open turn', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'explicit');
+    expect(await broker.control('ModifyBackup', { targetPath: f })).toMatchObject({ ok: true, backedUp: true });
+    expect(await broker.control('ModifyBackup', { targetPath: 'relative' })).toMatchObject({ ok: false, errorCode: ErrorCodes.BAD_REQUEST });
+    const { blob } = await committed(broker);
+    expect((await blob(f)).toString()).toBe('explicit');
+  });
+
+  it('CommitModifyBackup reports the turn id and file count, and a fresh turn follows', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'x');
+    await broker.handle(check('delete', { path: f }));
+    const { answer, manifest } = await committed(broker, 'my message');
+    expect(answer).toMatchObject({ files: 1 });
+    expect(manifest).toMatchObject({ message: 'my message', committedAt: expect.any(String) });
+    expect(broker.currentTurn).toBeUndefined();
+  });
+
+  it('an unusable store denies modifications (fail closed)', async () => {
+    writeFileSync(home, 'a file where the store should be');
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'safe');
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: false, error: { code: ErrorCodes.STORE_UNAVAILABLE } });
+    expect(readFileSync(f, 'utf8')).toBe('safe');
+  });
+});
