@@ -95,6 +95,13 @@ describe('serve: every operation of the reference over the real socket', () => {
     expect((await commit('mkdir')).size).toBe(0);
   });
 
+  it('mkdir recursive: missing parents are created too', async () => {
+    const dir = path.join(ws, 'p', 'q', 'r');
+    expect(await askJson(serve.socket, { operation: 'mkdir', path: dir, recursive: true })).toMatchObject({ ok: true, normalisedPath: dir });
+    expect(statSync(dir).isDirectory()).toBe(true);
+    expect(await askJson(serve.socket, { operation: 'mkdir', path: dir, recursive: true })).toMatchObject({ ok: true });
+  });
+
   it('copy: the overwritten target is backed up first', async () => {
     const from = file('copy-src.txt', 'copied');
     const to = file('copy-dst.txt', 'old target');

@@ -133,15 +133,37 @@ describe('strategy table', () => {
   });
 });
 
+describe('mkdir -p resolves through the nearest existing ancestor', () => {
+  it.each<[string, Expected]>([
+    ['ws/a/b/c', { resolved: 'ws/a/b/c', kind: 'absent' }],
+    ['ws/dir/new', { resolved: 'ws/dir/new', kind: 'absent' }],
+    ['ws/dir', { resolved: 'ws/dir', kind: 'directory' }],
+    // Links and `..` in the existing part are resolved as the kernel does.
+    ['ws/link-dir/x/y', { resolved: 'outside/tdir/x/y', kind: 'absent' }],
+    ['ws/link-dir/../made/z', { resolved: 'outside/made/z', kind: 'absent' }],
+    ['ws/file.txt/x/y', { error: ErrorCodes.PATH_NOT_FOUND }],
+  ])('%s', async (relative, expected) => {
+    const outcome = await brokerWith().handle(request('mkdir', [['path', at(relative)]], { recursive: true }));
+    if ('error' in expected) expect(outcome).toMatchObject({ ok: false, error: { code: expected.error } });
+    else expect(outcome.targets[0]).toMatchObject({ resolved: at(expected.resolved), kind: expected.kind });
+  });
+
+  it('is chosen only for recursive mkdir', () => {
+    expect(strategyFor('mkdir', 'path', undefined, true)).toBe('nearest-ancestor');
+    expect(strategyFor('mkdir', 'path', undefined, false)).toBe('through-parent');
+    expect(strategyFor('delete', 'path', undefined, true)).toBe('through-parent');
+  });
+});
+
 type Expected = { resolved: string; kind: string } | { error: string };
 
 /** One operation per strategy: chmod → existing, delete → through-parent, open → existing-or-creatable. */
-describe.each<[ResolveStrategy, Operation]>([
+describe.each<[Exclude<ResolveStrategy, 'nearest-ancestor'>, Operation]>([
   ['existing', 'chmod'],
   ['through-parent', 'delete'],
   ['existing-or-creatable', 'open'],
 ])('strategy %s (as %s) on real files', (strategy, operation) => {
-  const table: Record<ResolveStrategy, Array<[string, Expected]>> = {
+  const table: Record<Exclude<ResolveStrategy, 'nearest-ancestor'>, Array<[string, Expected]>> = {
     existing: [
       ['ws/file.txt', { resolved: 'ws/file.txt', kind: 'file' }],
       ['ws/dir', { resolved: 'ws/dir', kind: 'directory' }],

@@ -16,14 +16,14 @@ import { strategyFor } from './strategies.js';
 export const PLUGIN_NAME = 'path-resolution';
 
 /** What resolving one target needs to know about its request. */
-export type ResolveContext = Pick<BrokerRequest, 'operation'> & { options?: Pick<BrokerRequest['options'], 'followSymlinks'> };
+export type ResolveContext = Pick<BrokerRequest, 'operation'> & { options?: Pick<BrokerRequest['options'], 'followSymlinks' | 'recursive'> };
 
 /**
  * Fill in every form of one target: lexical, resolved (by the strategy its operation and
  * role call for), the rule-matching form and what is there now.
  */
 export async function resolveTarget(target: RequestTarget, request: ResolveContext, home: string): Promise<ResolvedTarget> {
-  const strategy = strategyFor(request.operation, target.role, request.options?.followSymlinks);
+  const strategy = strategyFor(request.operation, target.role, request.options?.followSymlinks, request.options?.recursive);
   const lexical = lexicalPath(target.path);
   const resolved = await resolveWith(strategy, target.path);
   return {

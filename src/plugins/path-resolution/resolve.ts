@@ -65,8 +65,35 @@ export async function resolveExistingOrCreatable(p: string): Promise<string> {
   return walk(p, { followFinal: true, allowMissingFinal: true });
 }
 
+/**
+ * For `mkdir -p`: the deepest existing ancestor, resolved as the kernel would (links and
+ * `..` included), plus the missing components. When nothing is missing this is
+ * `through-parent` (the final name is judged as is).
+ */
+export async function resolveNearestAncestor(p: string): Promise<string> {
+  refuseProcSelf(p);
+  const components = p.split('/').filter(Boolean);
+  for (let kept = components.length; kept >= 0; kept -= 1) {
+    const prefix = `/${components.slice(0, kept).join('/')}`;
+    let ancestor: string;
+    try {
+      ancestor = await walk(prefix, { followFinal: true, allowMissingFinal: false });
+    } catch (error) {
+      if (error instanceof BrokerError && error.code === ErrorCodes.PATH_NOT_FOUND && error.errno === 'ENOENT') continue;
+      throw error;
+    }
+    if (kept === components.length) return resolveThroughParent(p);
+    await requireDirectory(ancestor, p);
+    // Missing components are plain names to be created; `..` among them is lexical.
+    return path.posix.join(ancestor, ...components.slice(kept));
+  }
+  throw new BrokerError(ErrorCodes.PATH_NOT_FOUND, `no existing ancestor of ${p}`, { errno: 'ENOENT' });
+}
+
 export function resolveWith(strategy: ResolveStrategy, p: string): Promise<string> {
   switch (strategy) {
+    case 'nearest-ancestor':
+      return resolveNearestAncestor(p);
     case 'existing':
       return resolveExisting(p);
     case 'through-parent':

@@ -7,8 +7,10 @@ import { BrokerError, ErrorCodes, type Operation, type TargetRole } from '../../
  *   an operation on a symlink is judged on the link itself.
  * - `existing-or-creatable`: `existing` when the path exists, else the place a create
  *   would land.
+ * - `nearest-ancestor`: for `mkdir -p`, where parents may be missing too: the deepest
+ *   existing ancestor resolved, the missing components appended as named.
  */
-export type ResolveStrategy = 'existing' | 'through-parent' | 'existing-or-creatable';
+export type ResolveStrategy = 'existing' | 'through-parent' | 'existing-or-creatable' | 'nearest-ancestor';
 
 export interface StrategyRow {
   readonly operation: Operation;
@@ -49,7 +51,8 @@ export const STRATEGY_TABLE: readonly StrategyRow[] = Object.freeze([
  * O_NOFOLLOW / AT_SYMLINK_*) overrides the table: `false` judges the link itself,
  * `true` follows it (and a create lands where the link points).
  */
-export function strategyFor(operation: Operation, role: TargetRole, followSymlinks?: boolean): ResolveStrategy {
+export function strategyFor(operation: Operation, role: TargetRole, followSymlinks?: boolean, recursive?: boolean): ResolveStrategy {
+  if (operation === 'mkdir' && recursive) return 'nearest-ancestor';
   const row = STRATEGY_TABLE.find((entry) => entry.operation === operation && entry.role === role);
   if (!row) {
     throw new BrokerError(ErrorCodes.PATH_UNRESOLVED, `no resolution strategy for ${operation} with a ${role} target`, {
