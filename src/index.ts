@@ -3,7 +3,7 @@ export * from './core/index.js';
 export { standardPlugins, type StandardPluginsOptions } from './plugins/standard.js';
 export { SessionGuardPlugin } from './plugins/session-guard.js';
 export { PathResolutionPlugin } from './plugins/path-resolution/index.js';
-export { FileSafetyPlugin, type FileSafetyOptions, type FileSafetyRule } from './plugins/file-safety/index.js';
+export { FileSafetyPlugin, evaluateFileSafety, type FileSafetyOptions, type FileSafetyRule } from './plugins/file-safety/index.js';
 export { ApprovalPlugin, type PromptBlock } from './plugins/approval.js';
 export { ModifyBackupPlugin } from './plugins/modify-backup/index.js';
 export { HostOperationsPlugin } from './plugins/host-operations/index.js';

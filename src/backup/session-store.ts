@@ -94,7 +94,7 @@ export class SessionBackupStore {
     this.root = root;
     this.layout = storeLayout(root);
     this.blobs = new BlobStore(this.layout, { reflink: options.reflink ?? true, faults: options.faults });
-    this.#log = (options.logger ?? silentLogger()).child({ phase: 'backup', sessionId: options.sessionId });
+    this.#log = (options.logger ?? silentLogger()).child({ sessionId: options.sessionId });
     this.#clock = options.clock ?? (() => new Date());
     this.#xattrs = options.metadata?.xattrs;
     this.#setTimesNs = options.metadata?.setTimesNs ?? setTimesNsWithTouch;
@@ -127,7 +127,7 @@ export class SessionBackupStore {
   /** Apply an enable command (values are normalised, never rejected). */
   configure(input: unknown): BackupSettings {
     this.#settings = normaliseBackupSettings(input);
-    this.#log.info({ settings: this.#settings }, 'backup settings');
+    this.#log.info({ phase: 'backup', settings: this.#settings }, 'backup settings');
     return this.#settings;
   }
 
@@ -218,7 +218,7 @@ export class SessionBackupStore {
       }
     }
     await this.#append(turnId, entry);
-    this.#log.debug({ turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
+    this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
   }
 
@@ -282,7 +282,7 @@ export class SessionBackupStore {
       const files = [];
       for (const entry of manifest.files) {
         const after = await observeState(entry.path, { setTimesNs: this.#setTimesNs }).catch((error: unknown) => {
-          this.#log.warn({ turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
+          this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
           return null;
         });
         files.push({ ...entry, after });

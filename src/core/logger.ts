@@ -31,12 +31,32 @@ export interface CreateLoggerOptions {
   name?: string;
 }
 
+const boundPhase = new WeakMap<Logger, boolean>();
+
+/** Whether a logger (or a parent) bound `phase`; asked once per child logger. */
+function bindsPhase(logger: Logger): boolean {
+  let known = boundPhase.get(logger);
+  if (known === undefined) {
+    known = Object.hasOwn(logger.bindings(), 'phase');
+    boundPhase.set(logger, known);
+  }
+  return known;
+}
+
+/**
+ * Every line carries exactly one `phase`: the one the call or a child's bindings give, or
+ * `broker`. (pino writes a key twice if both the bindings and the call set it, so code
+ * sets `phase` in one place only: a child binding or the call.)
+ */
+export const phaseMixin: NonNullable<LoggerOptions['mixin']> = (object, _level, logger) =>
+  'phase' in object || bindsPhase(logger as Logger) ? {} : { phase: 'broker' };
+
 /** A pino logger whose lines always carry `phase` (defaults to `broker`). */
 export function createLogger(options: CreateLoggerOptions = {}): Logger {
   const base: LoggerOptions = {
     name: options.name ?? 'brokered-shell',
     level: options.level ?? process.env.BROKERED_SHELL_LOG_LEVEL ?? 'info',
-    base: { phase: 'broker' },
+    mixin: phaseMixin,
   };
   if (options.destination) return pino(base, options.destination);
   if (options.pretty) {

@@ -44,7 +44,7 @@ export class BrokerServer {
 
   constructor(options: BrokerServerOptions) {
     this.#options = { ...DEFAULTS, ...options };
-    this.#log = (options.logger ?? options.broker.log).child({ phase: 'ipc' });
+    this.#log = options.logger ?? options.broker.log;
     this.#server = net.createServer((socket) => this.#accept(socket));
     this.#server.maxConnections = this.#options.maxConnections;
   }
@@ -63,7 +63,7 @@ export class BrokerServer {
       });
     });
     await chmod(this.#options.socketPath, 0o600);
-    this.#log.info({ socketPath: this.#options.socketPath }, 'listening');
+    this.#log.info({ phase: 'ipc', socketPath: this.#options.socketPath }, 'listening');
   }
 
   async close(): Promise<void> {
@@ -74,15 +74,15 @@ export class BrokerServer {
   #accept(socket: net.Socket): void {
     this.#sockets.add(socket);
     socket.on('close', () => this.#sockets.delete(socket));
-    socket.on('error', (error) => this.#log.debug({ err: error }, 'client socket error'));
+    socket.on('error', (error) => this.#log.debug({ phase: 'ipc', err: error }, 'client socket error'));
     let peer: Peer | undefined;
     try {
       peer = this.#options.peerCredentials?.(socket);
     } catch (error) {
-      this.#log.warn({ err: error }, 'could not read peer credentials');
+      this.#log.warn({ phase: 'ipc', err: error }, 'could not read peer credentials');
     }
     const log = this.#log.child({ peer });
-    log.debug('client connected');
+    log.debug({ phase: 'ipc' }, 'client connected');
     const splitter = new LineSplitter(this.#options.maxLineBytes);
     let queue: Promise<void> = Promise.resolve();
     let queued = 0;
@@ -94,14 +94,14 @@ export class BrokerServer {
     };
     refreshTimeout();
     socket.on('timeout', () => {
-      log.info({ pendingBytes: splitter.pendingBytes }, 'closing a connection that went quiet');
+      log.info({ phase: 'ipc', pendingBytes: splitter.pendingBytes }, 'closing a connection that went quiet');
       if (splitter.pendingBytes > 0) send(JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end')));
       socket.end();
     });
     socket.on('data', (chunk: Buffer) => {
       const lines = splitter.push(chunk);
       if (splitter.overflowed) {
-        log.warn({ maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
+        log.warn({ phase: 'ipc', maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
         send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
         socket.end();
         socket.pause();
@@ -110,7 +110,7 @@ export class BrokerServer {
       refreshTimeout();
       for (const line of lines) {
         if (++queued > this.#options.maxQueuedLines) {
-          log.warn('too many unanswered lines; closing');
+          log.warn({ phase: 'ipc' }, 'too many unanswered lines; closing');
           socket.destroy();
           return;
         }
@@ -150,7 +150,7 @@ export class BrokerServer {
       log.debug({ phase: 'ipc-host-op', path: answer.path, normalisedPath: answer.normalisedPath, decision: answer.decision }, 'host operation');
       return JSON.stringify(answer);
     } catch (error) {
-      log.error({ err: error }, 'unexpected failure answering a line');
+      log.error({ phase: 'ipc', err: error }, 'unexpected failure answering a line');
       return looksLikeTextRequest(text) ? TEXT_DENY : JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'internal error'));
     }
   }

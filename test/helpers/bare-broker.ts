@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { BrokerPlugin, BrokerRequestInput, Decision, Logger, PathKind, TargetDraft } from '../../src/core/index.js';
+import { phaseMixin } from '../../src/core/logger.js';
 
 /** Resolves every path to itself, so a plugin's unit test needs no file system. */
 export const identityResolver = (kind: PathKind = 'file'): BrokerPlugin => ({
@@ -42,7 +43,7 @@ export function capturingLogger(): { logger: Logger; lines: () => Array<Record<s
       callback();
     },
   });
-  const logger = pino({ level: 'debug', base: { phase: 'broker' } }, stream);
+  const logger = pino({ level: 'debug', mixin: phaseMixin }, stream);
   return {
     logger,
     lines: () =>
