@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Debian packages the build and the tests use. Idempotent; needs root (CI runs as root).
+set -euo pipefail
+packages=(build-essential python3)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
