@@ -1,10 +1,12 @@
-import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { BackupHome, type BackupEntry, type TurnManifest } from '../backup/index.js';
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { BackupHome, validateSessionId, type BackupEntry, type SessionBackupStore, type TurnManifest } from '../backup/index.js';
 import { ExitCode } from './exit-codes.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
-import { printJson, table, type Io } from './output.js';
-import { renderDiff } from './render-diff.js';
+import { printJson, printable, table, type Io } from './output.js';
+import { renderDiff, renderLinkDiff } from './render-diff.js';
 
 function home(env: NodeJS.ProcessEnv): BackupHome {
   return new BackupHome({ metadata: nativeMetadataOps(), ...(env.BROKERED_SHELL_HOME ? { home: env.BROKERED_SHELL_HOME } : {}) });
@@ -42,18 +44,38 @@ function fileJson(entry: BackupEntry) {
 const octal = (mode: number) => mode.toString(8).padStart(4, '0');
 
 export async function listCommand(io: Io, options: { session?: string; json?: boolean }, env = process.env): Promise<number> {
-  const turns = await home(env).listTurns(options.session ? { sessionId: options.session } : {});
+  const backupHome = home(env);
+  let turns: TurnManifest[];
+  if (options.session === undefined) turns = await backupHome.listTurns();
+  else {
+    // A session with no backups yet is an empty list, not an error.
+    const session = validateSessionId(options.session);
+    turns = (await backupHome.listSessions()).includes(session) ? await backupHome.listTurns({ sessionId: session }) : [];
+  }
   if (options.json) {
     printJson(io, { turns: turns.map(turnJson) });
     return ExitCode.OK;
   }
   if (turns.length === 0) {
-    io.out('no backups yet');
+    io.out(options.session === undefined ? 'no backups yet' : `no backups for session ${printable(options.session)}`);
     return ExitCode.OK;
   }
-  const rows = turns.map((t) => [t.id, t.sessionId, t.committedAt ?? 'open', String(t.files.length), t.kind === 'restore' ? `[restore] ${t.message ?? ''}` : (t.message ?? '')]);
+  const rows = turns.map((t) => [
+    t.id,
+    t.sessionId,
+    t.committedAt ?? 'open',
+    String(t.files.length),
+    t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),
+  ]);
   io.out(table([['TURN', 'SESSION', 'COMMITTED', 'FILES', 'MESSAGE'], ...rows]));
   return ExitCode.OK;
+}
+
+/** A message on one table row: its first line, marked when there is more. */
+function firstLine(message: string | null): string {
+  if (message === null) return '';
+  const [first = '', ...rest] = message.split('\n');
+  return rest.some((line) => line.trim() !== '') ? `${first} …` : first;
 }
 
 export async function showCommand(io: Io, ref: string, options: { json?: boolean }, env = process.env): Promise<number> {
@@ -63,7 +85,8 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
     return ExitCode.OK;
   }
   io.out(`turn ${manifest.id} (session ${manifest.sessionId})`);
-  io.out(`message:   ${manifest.message ?? '(not committed)'}`);
+  if (manifest.kind === 'restore') io.out(`restore of turn ${manifest.restoreOf ?? '(unknown)'}; restore this turn to undo it`);
+  io.out(`message:   ${manifest.message === null ? '(not committed)' : printable(manifest.message)}`);
   io.out(`started:   ${manifest.startedAt}`);
   io.out(`committed: ${manifest.committedAt ?? 'no'}`);
   if (manifest.files.length === 0) {
@@ -83,26 +106,71 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
 
 export async function diffCommand(io: Io, ref: string, path: string | undefined, options: { color?: boolean }, env = process.env): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
-  const wanted = path ? resolve(path) : undefined;
-  const entries = manifest.files.filter((f) => !wanted || f.path === wanted);
-  if (wanted && entries.length === 0) {
-    io.err(`${wanted} was not touched in turn ${manifest.id}`);
+  const entries = path === undefined ? manifest.files : await entriesFor(manifest, path);
+  if (path !== undefined && entries.length === 0) {
+    io.err(`${printable(resolve(path))} was not touched in turn ${manifest.id}`);
     return ExitCode.FAILURE;
   }
-  for (const entry of entries) {
-    const before = entry.kind === 'file' && entry.sha256 ? await store.readBlob(entry.sha256) : Buffer.from(entry.linkTarget ?? '');
-    const now = await currentBytes(entry);
-    io.out(renderDiff(entry.path, before, now, { color: options.color ?? false }));
-  }
+  if (entries.length === 0) io.out(`turn ${manifest.id} backed up no files`);
+  for (const entry of entries) io.out(await entryDiff(store, entry, options.color ?? false));
   return ExitCode.OK;
 }
 
-async function currentBytes(entry: BackupEntry): Promise<Buffer | undefined> {
-  try {
-    return await readFile(entry.path);
-  } catch {
-    return undefined;
+/**
+ * The entry for a path as a person names it: manifests hold symlink-resolved paths, so
+ * a name through a symlinked directory (or a relative one) is resolved the same way.
+ */
+async function entriesFor(manifest: TurnManifest, path: string): Promise<BackupEntry[]> {
+  const absolute = resolve(path);
+  const canonical = await realpath(dirname(absolute)).then(
+    (dir) => join(dir, basename(absolute)),
+    () => absolute,
+  );
+  return manifest.files.filter((f) => f.path === absolute || f.path === canonical);
+}
+
+/** Above this a text diff is not attempted (the diff algorithm is quadratic in the worst case). */
+const DIFF_TEXT_LIMIT = 16 * 1024 * 1024;
+
+async function entryDiff(store: SessionBackupStore, entry: BackupEntry, color: boolean): Promise<string> {
+  const shown = printable(entry.path);
+  const stats = await lstat(entry.path).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
+    throw error;
+  });
+  if (entry.kind === 'symlink') {
+    const now = !stats
+      ? ({ type: 'absent' } as const)
+      : stats.isSymbolicLink()
+        ? ({ type: 'symlink', target: await readlink(entry.path) } as const)
+        : ({ type: 'other', what: describeType(stats) } as const);
+    return renderLinkDiff(shown, printable(entry.linkTarget ?? ''), now.type === 'symlink' ? { ...now, target: printable(now.target) } : now, { color });
   }
+  if (entry.skipped === 'too-large' || entry.sha256 === null) {
+    return `${shown}: no content was backed up (over the size cap when the turn ran); nothing to diff`;
+  }
+  if (stats && !stats.isFile()) return `${shown}: was a regular file of ${entry.size} B (backup); now ${describeType(stats)}`;
+  const modes = { before: entry.mode, ...(stats ? { now: stats.mode & 0o7777 } : {}) };
+  if (entry.size > DIFF_TEXT_LIMIT || (stats && stats.size > DIFF_TEXT_LIMIT)) {
+    const same = stats !== undefined && stats.size === entry.size && (await sha256Of(entry.path)) === entry.sha256;
+    const verdict = !stats ? 'removed since the backup' : same ? 'content unchanged since the backup' : `content differs (now ${stats.size} B)`;
+    return `${shown}: ${entry.size} B backup, too large to diff; ${verdict}`;
+  }
+  const before = await store.readBlob(entry.sha256);
+  const now = stats ? await readFile(entry.path) : undefined;
+  return renderDiff(shown, before, now, { color, modes });
+}
+
+function describeType(stats: { isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }): string {
+  if (stats.isDirectory()) return 'a directory';
+  if (stats.isSymbolicLink()) return 'a symlink';
+  return stats.isFile() ? 'a regular file' : 'a special file';
+}
+
+async function sha256Of(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }
 
 export async function restoreCommand(
@@ -113,20 +181,41 @@ export async function restoreCommand(
   env = process.env,
 ): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
-  const report = await store.restore(manifest, {
+  const restoreOptions = {
     ...(paths.length > 0 ? { paths: paths.map((p) => resolve(p)) } : {}),
     dryRun: options.dryRun ?? false,
     force: options.force ?? false,
-  });
+  };
+  if (paths.length > 0 && !restoreOptions.dryRun) {
+    // A mistyped path must not leave a half-done restore: check every name before changing anything.
+    const check = await store.restore(manifest, { ...restoreOptions, dryRun: true });
+    if (check.notInTurn.length > 0) {
+      if (options.json) printJson(io, check);
+      for (const path of check.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
+      io.err('nothing was restored');
+      return ExitCode.FAILURE;
+    }
+  }
+  const report = await store.restore(manifest, restoreOptions);
   if (options.json) printJson(io, report);
   else {
     const verb = report.dryRun ? 'would restore' : 'restored';
-    for (const item of report.restored) io.out(`${verb} ${item.path}${item.forced ? ' (forced)' : ''}`);
-    for (const item of report.skipped) io.out(`skipped ${item.path}: ${item.detail}`);
-    for (const item of report.conflicts) io.err(`conflict ${item.path}: ${item.detail} (${item.reason}; --force to restore anyway)`);
-    for (const item of report.failed) io.err(`failed ${item.path}: ${item.message} [${item.code}]`);
-    for (const path of report.notInTurn) io.err(`not in turn ${manifest.id}: ${path}`);
+    for (const item of report.restored) {
+      const how = [item.action === 'recreate' ? 'recreated' : '', item.forced ? 'forced' : ''].filter(Boolean).join(', ');
+      io.out(`${verb} ${printable(item.path)}${how ? ` (${how})` : ''}`);
+    }
+    for (const item of report.skipped) io.out(`skipped ${printable(item.path)}: ${item.detail}`);
+    for (const item of report.conflicts) {
+      const hint = item.reason === 'changed-since-turn' || item.reason === 'not-committed' || item.reason === 'occupied-by-special-file' ? '; --force to restore anyway' : '';
+      io.err(`conflict ${printable(item.path)}: ${printable(item.detail)} (${item.reason}${hint})`);
+    }
+    for (const item of report.failed) io.err(`failed ${printable(item.path)}: ${printable(item.message)} [${item.code}]`);
+    for (const path of report.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
     if (report.rescueTurnId) io.out(`what was replaced is kept in turn ${report.rescueTurnId} (restore it to undo)`);
+    if (report.dryRun) io.out('dry run: nothing was changed');
+    if (report.conflicts.length > 0) {
+      io.err(`${report.conflicts.length} file(s) left alone: they are not as the turn left them`);
+    }
   }
   if (report.failed.length > 0 || report.notInTurn.length > 0) return ExitCode.FAILURE;
   return report.conflicts.length > 0 ? ExitCode.CONFLICTS : ExitCode.OK;

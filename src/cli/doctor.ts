@@ -1,4 +1,5 @@
-import { access, constants } from 'node:fs/promises';
+import { access, constants, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { resolveHome } from '../backup/layout.js';
 import { native, type KernelProbe } from '../native/index.js';
 import { ExitCode } from './exit-codes.js';
@@ -60,13 +61,29 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
 }
 
 async function storeCheck(home: string): Promise<Check> {
+  const check = (ok: boolean, detail: string): Check => ({ name: 'backup store', ok, detail, required: false });
   try {
-    await access(home, constants.W_OK);
-    return { name: 'backup store', ok: true, detail: `${home} writable`, required: false };
+    if (!(await stat(home)).isDirectory()) return check(false, `${home} is not a directory`);
+    await access(home, constants.W_OK | constants.X_OK);
+    return check(true, `${home} writable`);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const detail = code === 'ENOENT' ? `${home} (created on first use)` : `${home}: ${code ?? describeError(error)}`;
-    return { name: 'backup store', ok: code === 'ENOENT', detail, required: false };
+    if (code !== 'ENOENT') return check(false, `${home}: ${code ?? describeError(error)}`);
+  }
+  // Not there yet: it is made on first use if its nearest existing ancestor lets us.
+  let ancestor = dirname(home);
+  for (;;) {
+    const stats = await stat(ancestor).catch(() => undefined);
+    if (stats) {
+      if (!stats.isDirectory()) return check(false, `${home} cannot be created: ${ancestor} is not a directory`);
+      const writable = await access(ancestor, constants.W_OK | constants.X_OK).then(
+        () => true,
+        () => false,
+      );
+      return writable ? check(true, `${home} (created on first use)`) : check(false, `${home} cannot be created: ${ancestor} is not writable`);
+    }
+    if (ancestor === dirname(ancestor)) return check(false, `${home} cannot be created: no existing ancestor`);
+    ancestor = dirname(ancestor);
   }
 }
 

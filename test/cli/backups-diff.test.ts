@@ -1,0 +1,172 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { ANSI, cli, makeTurn, tempDir, writeOld } from './helpers.js';
+
+const TURN = '20260301-120000-d1ff00';
+
+let home: string;
+let work: string;
+const at = (name: string) => path.join(work, name);
+
+/** One turn that edits a text file, a binary file, a file it then leaves as it was, and deletes one. */
+beforeEach(async () => {
+  home = await tempDir('bsh-cli-home-');
+  work = await tempDir('bsh-cli-work-');
+  await writeOld(at('notes.txt'), 'one\ntwo\nthree\n-- a comment\nfive\n');
+  await writeOld(at('image.bin'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0x01, 0x02]));
+  await writeOld(at('same.txt'), 'left alone\n');
+  await writeOld(at('gone.txt'), 'bye\nnow\n');
+  await writeOld(at('mode.sh'), 'echo hi\n', 0o644);
+  await makeTurn({
+    home,
+    sessionId: 'sess-d',
+    turnId: TURN,
+    message: 'edit things',
+    at: '2026-03-01T12:00:00.000Z',
+    backups: ['notes.txt', 'image.bin', 'same.txt', 'gone.txt', 'mode.sh'].map((name) => ({ path: at(name), operation: 'open' })),
+    change: async () => {
+      await fs.writeFile(at('notes.txt'), 'one\nTWO\nthree\nfive\nsix\n');
+      await fs.writeFile(at('image.bin'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff]));
+      await fs.unlink(at('gone.txt'));
+      await fs.chmod(at('mode.sh'), 0o755);
+    },
+  });
+});
+
+const diff = (...args: string[]) => cli(['backups', 'diff', ...args], { home, cwd: work });
+
+describe('backups diff', () => {
+  it('a text file: a unified diff from the backup to now', () => {
+    const result = diff(TURN, at('notes.txt'));
+    expect(result.status).toBe(0);
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toBe(
+      [
+        `--- ${at('notes.txt')} (backup)`,
+        `+++ ${at('notes.txt')} (now)`,
+        '@@ -1,5 +1,5 @@',
+        ' one',
+        '-two',
+        '+TWO',
+        ' three',
+        '--- a comment',
+        ' five',
+        '+six',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('a relative PATH is taken from the current directory', () => {
+    const result = diff(TURN, 'notes.txt');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('-two\n+TWO\n');
+  });
+
+  it('a PATH named through a symlinked directory finds the resolved path the turn recorded', async () => {
+    const link = path.join(await tempDir('bsh-cli-link-'), 'ws');
+    await fs.symlink(work, link);
+    const result = diff(TURN, path.join(link, 'notes.txt'));
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain(`--- ${at('notes.txt')} (backup)`);
+  });
+
+  it('a binary file is detected, not dumped', () => {
+    const result = diff(TURN, at('image.bin'));
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(`Binary files ${at('image.bin')} (backup, 7 B) and ${at('image.bin')} (now, 6 B) differ\n`);
+  });
+
+  it('an unchanged file says so', () => {
+    expect(diff(TURN, at('same.txt')).stdout).toBe(`${at('same.txt')}: unchanged since the backup\n`);
+  });
+
+  it('a deleted file: every line removed, diffed against /dev/null', () => {
+    const result = diff(TURN, at('gone.txt'));
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe([`--- ${at('gone.txt')} (backup)`, '+++ /dev/null', '@@ -1,2 +0,0 @@', '-bye', '-now', ''].join('\n'));
+  });
+
+  it('a mode change with the same content is shown, not called unchanged', () => {
+    expect(diff(TURN, at('mode.sh')).stdout).toBe(`${at('mode.sh')}: content unchanged since the backup\nold mode 0644\nnew mode 0755\n`);
+  });
+
+  it('without PATH: every file of the turn, in turn order', () => {
+    const result = diff(TURN);
+    expect(result.status).toBe(0);
+    const order = ['notes.txt', 'image.bin', 'same.txt', 'gone.txt', 'mode.sh'].map((name) => result.stdout.indexOf(at(name)));
+    expect(order.every((pos) => pos >= 0)).toBe(true);
+    expect([...order].sort((x, y) => x - y)).toEqual(order);
+    expect(result.stdout).not.toMatch(ANSI);
+  });
+
+  it('--color paints removed lines red and added lines green, headers only before the first hunk', () => {
+    const result = diff(TURN, at('notes.txt'), '--color');
+    expect(result.status).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`\u001b[1m--- ${at('notes.txt')} (backup)\u001b[0m`);
+    expect(lines[2]).toBe('\u001b[36m@@ -1,5 +1,5 @@\u001b[0m');
+    expect(lines).toContain('\u001b[31m-two\u001b[0m');
+    expect(lines).toContain('\u001b[32m+TWO\u001b[0m');
+    // A removed line that begins with "--" reads "---" in the hunk: still a removal, red.
+    expect(lines).toContain('\u001b[31m--- a comment\u001b[0m');
+    expect(lines).toContain(' three');
+  });
+
+  it('--no-color (and a pipe by default) prints no escape codes', () => {
+    for (const args of [['--no-color'], []]) {
+      const result = diff(TURN, ...args);
+      expect(result.status).toBe(0);
+      expect(result.stdout).not.toMatch(ANSI);
+      expect(result.stdout).toContain('-two\n+TWO\n');
+    }
+  });
+
+  it('a PATH the turn did not touch: exit 1, named on stderr', () => {
+    const result = diff(TURN, at('never.txt'));
+    expect(result.status).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(`${at('never.txt')} was not touched in turn ${TURN}\n`);
+  });
+
+  it('an unknown turn: exit 1 naming the ref', () => {
+    const result = diff('no-such-turn');
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('"no-such-turn"');
+  });
+
+  it('a symlink backed up in a turn diffs its target, not the file it points to', async () => {
+    await fs.symlink('notes.txt', at('link'));
+    const turn = '20260301-130000-11a4c0';
+    await makeTurn({
+      home,
+      sessionId: 'sess-d',
+      turnId: turn,
+      message: 'relink',
+      at: '2026-03-01T13:00:00.000Z',
+      backups: [{ path: at('link'), operation: 'rename' }],
+      change: async () => {
+        await fs.unlink(at('link'));
+        await fs.symlink('image.bin', at('link'));
+      },
+    });
+    const result = diff(turn);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe([`--- ${at('link')} (backup)`, `+++ ${at('link')} (now)`, '-symlink -> notes.txt', '+symlink -> image.bin', ''].join('\n'));
+  });
+
+  it('a file skipped as too large: no content to diff, said plainly', async () => {
+    const big = await writeOld(at('big.dat'), Buffer.alloc(2 * 1024 * 1024, 0x61));
+    const { SessionBackupStore } = await import('../../src/backup/index.js');
+    const store = await SessionBackupStore.open({ home, sessionId: 'sess-d', settings: { enabled: true, fileBackupMaxSizeMB: 1, oversize: 'skip' } });
+    const turn = '20260301-140000-b19000';
+    await store.beginTurn(turn);
+    await store.backup(big, { turnId: turn, operation: 'open' });
+    await fs.writeFile(big, 'small now');
+    await store.commitTurn(turn, 'shrink');
+    const result = diff(turn, big);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(`${big}: no content was backed up (over the size cap when the turn ran); nothing to diff\n`);
+  });
+});

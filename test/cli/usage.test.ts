@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { cli, tempDir } from './helpers.js';
+
+describe('usage errors exit 2 with commander’s message on stderr', () => {
+  const cases: Array<[string, string[], string]> = [
+    ['an unknown command', ['frobnicate'], "error: unknown command 'frobnicate'"],
+    ['an unknown backups subcommand', ['backups', 'undo'], "error: unknown command 'undo'"],
+    ['backups show without TURN', ['backups', 'show'], "error: missing required argument 'turn'"],
+    ['backups diff without TURN', ['backups', 'diff'], "error: missing required argument 'turn'"],
+    ['backups restore without TURN', ['backups', 'restore'], "error: missing required argument 'turn'"],
+    ['an unknown option', ['backups', 'list', '--everything'], "error: unknown option '--everything'"],
+    ['an option missing its value', ['backups', 'list', '--session'], "error: option '--session <id>' argument missing"],
+    ['too many arguments', ['backups', 'show', 'a', 'b'], "error: too many arguments for 'show'. Expected 1 argument but got 2."],
+    ['serve without its required options', ['serve'], "error: required option '--socket <path>' not specified"],
+  ];
+  for (const [what, args, message] of cases) {
+    it(what, async () => {
+      const result = cli(args, { home: await tempDir('bsh-cli-home-') });
+      expect(result.status).toBe(2);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.split('\n')[0]).toBe(message);
+    });
+  }
+
+  it('--help is not an error: exit 0, usage on stdout', async () => {
+    const result = cli(['backups', '--help'], { home: await tempDir('bsh-cli-home-') });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^Usage: brokered-shell backups/);
+    for (const sub of ['list', 'show', 'diff', 'restore']) expect(result.stdout).toContain(sub);
+  });
+});
