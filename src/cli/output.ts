@@ -1,4 +1,4 @@
-import { BrokerError } from '../core/index.js';
+import { BrokerError } from '../core/errors.js';
 
 /** What brokered-shell itself says goes to stderr; stdout is for results and JSON. */
 export interface Io {

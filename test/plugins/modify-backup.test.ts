@@ -164,3 +164,31 @@ describe('ModifyBackupPlugin', () => {
     expect(readFileSync(f, 'utf8')).toBe('safe');
   });
 });
+
+describe('files created during the turn', () => {
+  it('are not backed up when changed again later in the turn (their state before the turn is absent)', async () => {
+    const { broker } = setup();
+    const temp = path.join(ws, 'sedXYZ');
+    const target = path.join(ws, 'f');
+    writeFileSync(target, 'original');
+    const create = { origin: 'kernel' as const, action: 'check' as const, operation: 'open' as const, targets: openTargets(temp, true), sessionId: 's1' };
+    expect(await broker.handle(create)).toMatchObject({ ok: true });
+    writeFileSync(temp, 'edited'); // what the command wrote through the granted open
+    expect(await broker.handle(check('chown', { path: temp }))).toMatchObject({ ok: true });
+    expect(await broker.handle(check('rename', { from: temp, to: target }))).toMatchObject({ ok: true });
+    const { manifest, blob } = await committed(broker);
+    expect(manifest.files.map((e) => e.path)).toEqual([target]);
+    expect((await blob(target)).toString()).toBe('original');
+  });
+
+  it('start over in the next turn', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'new');
+    await broker.handle({ origin: 'kernel', action: 'check', operation: 'open', targets: openTargets(f, true), sessionId: 's1' });
+    writeFileSync(f, 'made in turn 1');
+    await committed(broker, 'turn 1');
+    await broker.handle(check('delete', { path: f }));
+    const { manifest } = await committed(broker, 'turn 2');
+    expect(manifest.files.map((e) => e.path)).toEqual([f]);
+  });
+});

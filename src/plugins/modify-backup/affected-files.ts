@@ -2,6 +2,11 @@ import { promises as fs } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { ResolvedRequest } from '../../core/index.js';
 
+/** The paths a request may create: written targets that do not exist yet. */
+export function createdPaths(resolved: ResolvedRequest): string[] {
+  return resolved.targets.filter((t) => t.access === 'write' && t.kind === 'absent').map((t) => t.resolved);
+}
+
 /**
  * The existing files a request is about to change: every written or deleted target
  * that is a file or symlink now, plus — for recursive deletes and copies — the files

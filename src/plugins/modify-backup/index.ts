@@ -12,7 +12,7 @@ import { SessionBackupStore, type OpenStoreOptions } from '../../backup/session-
 import { normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
-import { affectedFiles } from './affected-files.js';
+import { affectedFiles, createdPaths } from './affected-files.js';
 
 export const modifyBackupOptionsSchema = z.strictObject({
   /** Store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`). */
@@ -44,6 +44,13 @@ export class ModifyBackupPlugin implements BrokerPlugin {
   readonly #options: z.infer<typeof modifyBackupOptionsSchema>;
   readonly #storeOptions: Partial<OpenStoreOptions>;
   #store: Promise<SessionBackupStore> | undefined;
+  /**
+   * Paths the open turn found absent when it first touched them. Their state before the
+   * turn is "absent", so later versions made during the turn (a sed temp file, a file
+   * written then renamed away) are not backed up: restoring them would resurrect files
+   * that never existed before the turn.
+   */
+  #createdInTurn = new Map<string, Set<string>>();
 
   constructor(options: ModifyBackupOptions, storeOptions: Partial<OpenStoreOptions> = {}) {
     this.#options = parseOptions(this.name, modifyBackupOptionsSchema, options);
@@ -71,12 +78,14 @@ export class ModifyBackupPlugin implements BrokerPlugin {
 
   apply(broker: Broker): void {
     broker.hooks.preModifyBackup.tapPromise({ name: this.name, stage: Stage.NORMAL }, async (resolved, _decision, context) => {
-      const paths = await affectedFiles(resolved);
+      const turnId = broker.currentTurn?.id;
+      if (!turnId) throw new BrokerError(ErrorCodes.BACKUP_FAILED, 'no open turn to back up into');
+      const created = this.#created(turnId);
+      for (const path of createdPaths(resolved)) created.add(path);
+      const paths = (await affectedFiles(resolved)).filter((path) => !created.has(path));
       if (paths.length === 0) return;
       const store = await this.#openOrFail(broker);
       if (!store.enabled) return;
-      const turnId = broker.currentTurn?.id;
-      if (!turnId) throw new BrokerError(ErrorCodes.BACKUP_FAILED, 'no open turn to back up into');
       const { request } = resolved;
       const log = context.log.child({ phase: PHASE[request.origin] });
       for (const path of paths) {
@@ -94,6 +103,8 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const store = await this.store(broker).catch(() => undefined);
       if (store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
     });
+
+    broker.hooks.turnCommitted.tap(this.name, (turn) => void this.#createdInTurn.delete(turn.id));
 
     broker.hooks.turnCommitting.tapPromise(this.name, async (turn) => {
       const store = await this.#openOrFail(broker);
@@ -126,6 +137,15 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const turn = await broker.commitTurn(message);
       return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0 };
     });
+  }
+
+  #created(turnId: string): Set<string> {
+    let created = this.#createdInTurn.get(turnId);
+    if (!created) {
+      created = new Set();
+      this.#createdInTurn.set(turnId, created);
+    }
+    return created;
   }
 
   async #openOrFail(broker: Broker): Promise<SessionBackupStore> {
