@@ -17,6 +17,31 @@
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
       "cflags_cc": ["-std=c++17", "-Wall", "-Wextra"],
       "cflags_cc!": ["-fno-exceptions"]
+    },
+    {
+      "target_name": "brokered-sandbox",
+      "type": "executable",
+      "sources": [
+        "native/sandbox/main.c",
+        "native/sandbox/kernel-check.c",
+        "native/sandbox/child.c",
+        "native/sandbox/caps.c",
+        "native/sandbox/landlock.c",
+        "native/sandbox/seccomp-filter.c",
+        "native/sandbox/notify-loop.c",
+        "native/sandbox/syscall-decode.c",
+        "native/sandbox/op-decode.c",
+        "native/sandbox/target-memory.c",
+        "native/sandbox/target-proc.c",
+        "native/sandbox/path-resolve.c",
+        "native/sandbox/fast-path.c",
+        "native/sandbox/onbehalf.c",
+        "native/sandbox/broker-channel.c",
+        "native/sandbox/reaper.c"
+      ],
+      "include_dirs": ["native/include"],
+      "defines": ["_GNU_SOURCE"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
     }
   ]
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the build and the tests use. Idempotent; needs root (CI runs as root).
 set -euo pipefail
-packages=(build-essential python3)
+packages=(build-essential python3 busybox-static toybox)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

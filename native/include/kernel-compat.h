@@ -70,6 +70,18 @@ struct bsh_landlock_ruleset_attr {
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
 #endif
 
+/* pidfd_open(2) flag for a pidfd naming one thread (Linux 6.9); O_EXCL's value. */
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD 00000200
+#endif
+
+/* setxattrat(2) argument block (Linux 6.13); named apart so newer headers cannot clash. */
+struct bsh_xattr_args {
+  uint64_t value;
+  uint32_t size;
+  uint32_t flags;
+};
+
 /* openat2(2) resolve flags and struct, in case <linux/openat2.h> is missing. */
 #if __has_include(<linux/openat2.h>)
 #include <linux/openat2.h>

@@ -1,0 +1,104 @@
+/*
+ * Landlock: the kernel-enforced floor under everything the supervisor decides.
+ * The child may read and execute everywhere, write only in scratch dirs and a few
+ * devices, and may not signal or reach abstract sockets outside its domain. The
+ * managed roots (the workspace) get no write right on purpose: every change there
+ * must be performed by the supervisor after the broker said yes, so a syscall we
+ * forgot to notify, or a path swapped after we read it, fails here.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ABI 6 is the first with LANDLOCK_SCOPE_SIGNAL, which keeps the command from killing us. */
+#define BSH_LANDLOCK_MIN_ABI 6
+
+#define FS_READ_EXEC \
+  (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define FS_DEVICE_FILE \
+  (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | \
+   LANDLOCK_ACCESS_FS_IOCTL_DEV)
+/* Rights that may be granted on a non-directory; the kernel rejects the others there. */
+#define FS_FILE_RIGHTS (FS_DEVICE_FILE | LANDLOCK_ACCESS_FS_EXECUTE)
+
+/* Built-in writable devices; missing ones are skipped (not every container has /dev/tty). */
+static const char *const k_devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"};
+
+int bsh_landlock_abi(void) {
+  long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return abi < 0 ? -errno : (int)abi;
+}
+
+/* Every fs right the running kernel knows: ABI 1 has bits 0-12, then REFER, TRUNCATE, IOCTL_DEV. */
+static uint64_t handled_fs(int abi) {
+  uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  return all;
+}
+
+static int add_rule(int ruleset, const char *path, uint64_t access, bool optional, char *err,
+                    size_t errlen) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    if (optional && errno == ENOENT) return 0;
+    snprintf(err, errlen, "cannot open %s for a Landlock rule: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) access &= FS_FILE_RIGHTS;
+  struct landlock_path_beneath_attr attr = {.allowed_access = access, .parent_fd = fd};
+  int rc = (int)syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+  int saved = errno;
+  close(fd);
+  if (rc != 0) {
+    snprintf(err, errlen, "Landlock rule for %s refused: %s", path, strerror(saved));
+    return -1;
+  }
+  return 0;
+}
+
+int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen) {
+  int abi = bsh_landlock_abi();
+  if (abi < BSH_LANDLOCK_MIN_ABI) {
+    snprintf(err, errlen, "Landlock ABI %d is below %d", abi, BSH_LANDLOCK_MIN_ABI);
+    return -1;
+  }
+  uint64_t fs = handled_fs(abi);
+  struct bsh_landlock_ruleset_attr rs = {
+      .handled_access_fs = fs,
+      .handled_access_net = 0,
+      .scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET,
+  };
+  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &rs, sizeof rs, 0);
+  if (ruleset < 0) {
+    snprintf(err, errlen, "cannot create a Landlock ruleset: %s", strerror(errno));
+    return -1;
+  }
+  int rc = add_rule(ruleset, "/", FS_READ_EXEC, false, err, errlen);
+  for (size_t i = 0; rc == 0 && i < cfg->n_scratch; i++)
+    rc = add_rule(ruleset, cfg->scratch[i], fs, false, err, errlen);
+  for (size_t i = 0; rc == 0 && i < sizeof k_devices / sizeof k_devices[0]; i++)
+    rc = add_rule(ruleset, k_devices[i], FS_DEVICE_FILE & fs, true, err, errlen);
+  for (size_t i = 0; rc == 0 && i < cfg->n_write_dev; i++)
+    rc = add_rule(ruleset, cfg->write_dev[i], FS_DEVICE_FILE & fs, false, err, errlen);
+  if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
+    snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
+    rc = -1;
+  }
+  close(ruleset);
+  return rc;
+}

@@ -1,0 +1,355 @@
+/*
+ * One helper per kind of operation: read the path arguments once, make them absolute,
+ * and decide whether the call continues in the kernel (Landlock guards it), is
+ * refused, is performed at once, or needs the broker. The syscall-specific unpacking
+ * of registers lives in syscall-decode.c.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static enum bsh_action refuse(struct bsh_call *c, int err) {
+  c->err = err;
+  return BSH_ACT_ERRNO;
+}
+
+/* 0, or 1 for a final "." and 2 for a final ".." (trailing slashes ignored). */
+static int final_dot(const char *raw) {
+  size_t n = strlen(raw);
+  while (n > 1 && raw[n - 1] == '/') n--;
+  size_t start = n;
+  while (start > 0 && raw[start - 1] != '/') start--;
+  size_t len = n - start;
+  if (len == 1 && raw[start] == '.') return 1;
+  if (len == 2 && raw[start] == '.' && raw[start + 1] == '.') return 2;
+  return 0;
+}
+
+/*
+ * Reads one path argument into `out` (absolute, lexical). `raw` receives what the
+ * target wrote; an empty path returns 0 with raw[0] == '\0' and leaves `out` alone.
+ */
+static int read_path(struct bsh_call *c, int dirfd, uint64_t addr, char *raw, char *out, bool *slash) {
+  int n = bsh_mem_read_string(c->tid, addr, raw, BSH_PATH_MAX);
+  if (n < 0) return n;
+  if (n == 0) return 0;
+  char base[BSH_PATH_MAX] = "/";
+  if (raw[0] != '/') {
+    int rc = bsh_proc_base_dir(c->tid, dirfd, base, sizeof base);
+    if (rc != 0) return rc;
+  }
+  int rc = bsh_lexical_join(base, raw, out, BSH_PATH_MAX, slash);
+  if (rc != 0) return rc;
+  /* Documented limit: the broker protocol carries UTF-8 text only. */
+  if (!bsh_utf8_valid(out)) return -EACCES;
+  if (bsh_mentions_proc_self(out)) {
+    if ((rc = bsh_proc_status(c)) != 0) return rc;
+    return bsh_rewrite_proc_self(out, BSH_PATH_MAX, c->tgid, c->tid);
+  }
+  return 0;
+}
+
+/* A non-empty path argument, or the errno the kernel gives for an empty one. */
+static int read_named(struct bsh_call *c, int dirfd, uint64_t addr, char *out, bool *slash, int *dot) {
+  char raw[BSH_PATH_MAX];
+  int rc = read_path(c, dirfd, addr, raw, out, slash);
+  if (rc != 0) return rc;
+  if (raw[0] == '\0') return -ENOENT;
+  if (dot) *dot = final_dot(raw);
+  return 0;
+}
+
+/* Landlock lets the command do this itself, and would refuse a swapped-in path. */
+static bool landlock_guarded(const struct bsh_config *cfg, const char *path) {
+  return !bsh_has_dotdot(path) && (bsh_in_scratch(cfg, path) || bsh_is_write_dev(cfg, path));
+}
+
+static enum bsh_action ask(struct bsh_call *c) {
+  int rc = bsh_proc_status(c); /* tgid for the request, umask for creation */
+  return rc == 0 ? BSH_ACT_ASK : refuse(c, -rc);
+}
+
+/* openat2's restricting resolve flags, checked on what the target named, from its dirfd. */
+static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int flags, uint64_t resolve) {
+  int base = AT_FDCWD;
+  if (raw[0] != '/') {
+    if (dirfd == AT_FDCWD) {
+      char cwd[64];
+      snprintf(cwd, sizeof cwd, "/proc/%d/cwd", (int)c->tid);
+      base = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (base < 0) return -ENOENT;
+    } else if ((base = bsh_proc_dup_fd(c, dirfd)) < 0) {
+      return base;
+    }
+  }
+  struct open_how how = {.flags = O_PATH | O_CLOEXEC | (uint64_t)(flags & O_NOFOLLOW), .resolve = resolve};
+  int fd = (int)syscall(__NR_openat2, base, raw, &how, sizeof how);
+  int rc = fd >= 0 ? 0 : -errno;
+  if (rc == -ENOENT && (flags & O_CREAT)) {
+    /* The file may be created: check the directory that would hold it instead. */
+    char parent[BSH_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", raw);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    fd = (int)syscall(__NR_openat2, base, parent, &how, sizeof how);
+    rc = fd >= 0 ? 0 : -errno;
+  }
+  if (fd >= 0) close(fd);
+  if (base >= 0) close(base);
+  return rc;
+}
+
+/* An open through /dev/stdout, /dev/fd/N or /proc/<self>/fd/N: judge the file behind the fd. */
+static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call *c, int fd) {
+  int dup = bsh_proc_dup_fd(c, fd);
+  if (dup < 0) return refuse(c, dup == -EBADF ? ENOENT : -dup);
+  struct stat st;
+  if (fstat(dup, &st) != 0 || !S_ISREG(st.st_mode)) {
+    /* Pipes, terminals, devices, directories: the kernel's reopen meets Landlock. */
+    close(dup);
+    return BSH_ACT_CONTINUE;
+  }
+  bool anonymous;
+  int rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous);
+  if (rc != 0) {
+    close(dup);
+    return refuse(c, -rc);
+  }
+  if (anonymous) {
+    c->dup_fd = dup;
+    c->reopen_dup = true;
+    return BSH_ACT_DIRECT;
+  }
+  close(dup);
+  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
+  c->follow = false;
+  c->path_slash = false;
+  return ask(c);
+}
+
+enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
+                             int flags, uint32_t mode, const struct open_how *how) {
+  c->op = BSH_OP_OPEN;
+  /* Read-only opens (also O_PATH, which drops every other flag) may continue: Landlock allows reads. */
+  if (!(flags & BSH_OPEN_WRITE_MASK)) return BSH_ACT_CONTINUE;
+  if (how && (how->resolve & RESOLVE_IN_ROOT)) return refuse(c, EACCES); /* documented limit */
+  c->open_flags = flags;
+  c->flags = (uint32_t)flags;
+  c->mode = mode;
+  bool excl_create = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+  c->follow = !(flags & O_NOFOLLOW) && !excl_create;
+  char raw[BSH_PATH_MAX];
+  int rc = read_path(c, dirfd, upath, raw, c->path, &c->path_slash);
+  if (rc != 0) return refuse(c, -rc);
+  if (raw[0] == '\0') return refuse(c, ENOENT);
+  int alias_fd;
+  if (strncmp(c->path, "/dev/", 5) == 0 || strncmp(c->path, "/proc/", 6) == 0) {
+    if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+    /* An alias is a (magic) symlink: O_NOFOLLOW refuses it, as the kernel would. */
+    if (bsh_fd_alias(c->path, c->tgid, c->tid, &alias_fd))
+      return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, alias_fd);
+  }
+  if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
+  uint64_t restrict_flags = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  if (how && (how->resolve & restrict_flags)) {
+    rc = check_resolve(c, dirfd, raw, flags, how->resolve & restrict_flags);
+    if (rc != 0) return refuse(c, -rc);
+  }
+  struct stat st;
+  if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
+    return refuse(c, ELOOP);
+  return ask(c);
+}
+
+enum bsh_action bsh_dec_truncate(const struct bsh_config *cfg, struct bsh_call *c, uint64_t upath,
+                                 int64_t length) {
+  c->op = BSH_OP_TRUNCATE;
+  c->follow = true;
+  if (length < 0) return refuse(c, EINVAL);
+  c->length = (uint64_t)length;
+  int rc = read_named(c, AT_FDCWD, upath, c->path, &c->path_slash, NULL);
+  if (rc != 0) return refuse(c, -rc);
+  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+enum bsh_action bsh_dec_unlink(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
+                               int flags) {
+  if (flags & ~AT_REMOVEDIR) return refuse(c, EINVAL);
+  c->op = flags ? BSH_OP_RMDIR : BSH_OP_UNLINK;
+  c->flags = (uint32_t)flags;
+  int dot = 0;
+  int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot) return refuse(c, c->op == BSH_OP_UNLINK ? EISDIR : dot == 1 ? EINVAL : ENOTEMPTY);
+  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
+                               uint64_t unew, unsigned flags) {
+  c->op = BSH_OP_RENAME;
+  if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) return refuse(c, EINVAL);
+  if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return refuse(c, EINVAL);
+  /* A whiteout is a 0:0 character device: nothing a command needs, and mknod of devices is refused. */
+  if (flags & RENAME_WHITEOUT) return refuse(c, EPERM);
+  c->flags = flags;
+  int dot1 = 0, dot2 = 0;
+  int rc = read_named(c, od, uold, c->path, &c->path_slash, &dot1);
+  if (rc == 0) rc = read_named(c, nd, unew, c->to, &c->to_slash, &dot2);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot1 || dot2) return refuse(c, EBUSY);
+  return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
+                             uint64_t unew, int flags) {
+  c->op = BSH_OP_LINK;
+  if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH)) return refuse(c, EINVAL);
+  c->flags = (uint32_t)flags;
+  c->follow = flags & AT_SYMLINK_FOLLOW;
+  int dot = 0;
+  int rc = read_named(c, nd, unew, c->to, &c->to_slash, &dot);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot) return refuse(c, EEXIST);
+  char raw[BSH_PATH_MAX];
+  if ((rc = read_path(c, od, uold, raw, c->path, &c->path_slash)) != 0) return refuse(c, -rc);
+  int source_fd = od;
+  if (raw[0] != '\0') {
+    if (final_dot(raw)) return refuse(c, EPERM);
+    if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+    /* linkat("/proc/self/fd/N", AT_SYMLINK_FOLLOW): the O_TMPFILE idiom; the fd names the file. */
+    if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd)))
+      return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
+  } else {
+    if (!(flags & AT_EMPTY_PATH)) return refuse(c, ENOENT);
+    if (od == AT_FDCWD) return refuse(c, EPERM); /* would hard-link the cwd, a directory */
+  }
+  /* flink(): link the file behind the target's fd (an O_TMPFILE, typically) into place. */
+  if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+  c->flags |= AT_EMPTY_PATH;
+  int dup = bsh_proc_dup_fd(c, source_fd);
+  if (dup < 0) return refuse(c, -dup);
+  c->dup_fd = dup;
+  c->fd_form = BSH_FD_EMPTY;
+  c->follow = false;
+  bool anonymous;
+  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return refuse(c, -rc);
+  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  bool source_ok = anonymous || (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path));
+  if (source_ok && bsh_in_scratch(cfg, c->to) && !bsh_has_dotdot(c->to)) return BSH_ACT_DIRECT;
+  return ask(c);
+}
+
+enum bsh_action bsh_dec_symlink(const struct bsh_config *cfg, struct bsh_call *c, uint64_t utarget, int nd,
+                                uint64_t upath) {
+  c->op = BSH_OP_SYMLINK;
+  int n = bsh_mem_read_string(c->tid, utarget, c->link_target, sizeof c->link_target);
+  if (n < 0) return refuse(c, -n);
+  if (n == 0) return refuse(c, ENOENT);
+  if (!bsh_utf8_valid(c->link_target)) return refuse(c, EACCES);
+  int dot = 0;
+  int rc = read_named(c, nd, upath, c->path, &c->path_slash, &dot);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot) return refuse(c, EEXIST);
+  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
+                              uint32_t mode) {
+  c->op = BSH_OP_MKDIR;
+  c->mode = mode & 07777;
+  int dot = 0;
+  int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot) return refuse(c, EEXIST);
+  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
+                              uint32_t mode, uint64_t dev) {
+  c->op = BSH_OP_MKNOD;
+  uint32_t type = mode & S_IFMT;
+  if (type == 0) type = S_IFREG;
+  /* Devices (and sockets, which bind(2) makes) are not something a command creates here. */
+  if (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK) return refuse(c, EPERM);
+  if (type != S_IFREG && type != S_IFIFO) return refuse(c, EINVAL);
+  (void)dev;
+  c->mode = type | (mode & 07777);
+  int dot = 0;
+  int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
+  if (rc != 0) return refuse(c, -rc);
+  if (dot) return refuse(c, EEXIST);
+  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+}
+
+/*
+ * Metadata calls through an fd: take our own duplicate FIRST, then name what it
+ * refers to. The target may dup2 another file onto that number meanwhile; our
+ * duplicate still refers to the file we ask about and act on.
+ */
+enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c, int fd, enum bsh_fd_form form) {
+  int rc = bsh_proc_status(c);
+  if (rc != 0) return refuse(c, -rc);
+  int dup = bsh_proc_dup_fd(c, fd);
+  if (dup < 0) return refuse(c, -dup);
+  c->dup_fd = dup;
+  c->fd_form = form;
+  c->follow = false;
+  bool anonymous;
+  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return refuse(c, -rc);
+  if (anonymous) return BSH_ACT_DIRECT;
+  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return BSH_ACT_DIRECT;
+  c->flags |= AT_EMPTY_PATH;
+  return ask(c);
+}
+
+/*
+ * Metadata calls by path (chmod, chown, utimes, xattrs). Landlock does not guard
+ * metadata, so CONTINUE is never safe here: in scratch we resolve and perform the
+ * call ourselves; elsewhere the broker decides. `null_is_fd`: a NULL path with a
+ * real dirfd means "this fd" (utimensat, futimesat).
+ */
+enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
+                                  int atflags, bool null_is_fd) {
+  c->flags = (uint32_t)atflags;
+  c->follow = !(atflags & AT_SYMLINK_NOFOLLOW);
+  if (upath == 0 && null_is_fd) {
+    if (dirfd == AT_FDCWD) return refuse(c, EFAULT);
+    if (atflags != 0) return refuse(c, EINVAL);
+    c->flags = 0;
+    return bsh_dec_meta_fd(cfg, c, dirfd, BSH_FD_PLAIN);
+  }
+  char raw[BSH_PATH_MAX];
+  int rc = read_path(c, dirfd, upath, raw, c->path, &c->path_slash);
+  if (rc != 0) return refuse(c, -rc);
+  if (raw[0] == '\0') {
+    if (!(atflags & AT_EMPTY_PATH)) return refuse(c, ENOENT);
+    c->flags &= ~(uint32_t)AT_EMPTY_PATH;
+    if (dirfd != AT_FDCWD) return bsh_dec_meta_fd(cfg, c, dirfd, BSH_FD_EMPTY);
+    /* AT_FDCWD with "": the cwd itself. */
+    if ((rc = bsh_proc_base_dir(c->tid, AT_FDCWD, c->path, sizeof c->path)) != 0) return refuse(c, -rc);
+    if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+    c->follow = false;
+  }
+  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) {
+    char local[BSH_PATH_MAX];
+    rc = bsh_local_resolve(cfg, c->path, c->follow, local, sizeof local);
+    if (rc < 0) return refuse(c, -rc);
+    if (rc == 0) {
+      memcpy(c->path, local, strlen(local) + 1);
+      return BSH_ACT_DIRECT;
+    }
+  }
+  return ask(c);
+}

@@ -1,0 +1,221 @@
+/*
+ * The seccomp program, written by hand (no libseccomp). Three ideas:
+ *  - reads never leave the kernel: open/openat without a modifying flag are allowed
+ *    in BPF, so the supervisor only pays a round trip for writes;
+ *  - every syscall that changes the file system by name is sent to the supervisor
+ *    (SECCOMP_RET_USER_NOTIF), which decides with the broker and performs it;
+ *  - syscalls that would bypass both seccomp and Landlock (io_uring, handles) or
+ *    escape the process model (namespaces, mounts, ptrace, keys, bpf, tty input
+ *    injection) are refused.
+ * Syscalls that act on an already-open fd (write, ftruncate, fallocate, mmap) are
+ * allowed: a writable fd on a managed file only exists if the supervisor made it.
+ * The tables are named so that `--print-filter` and doctor can show them.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#define BSH_AUDIT_ARCH AUDIT_ARCH_X86_64
+#define BSH_ARCH_NAME "x86_64"
+#elif defined(__aarch64__)
+#define BSH_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#define BSH_ARCH_NAME "aarch64"
+#else
+#error "brokered-sandbox supports x86_64 and aarch64 only"
+#endif
+
+struct bsh_syscall {
+  const char *name;
+  int nr;
+};
+#define SC(n) {#n, __NR_##n}
+
+/* Always sent to the supervisor. aarch64 only has the *at and f* forms. */
+static const struct bsh_syscall k_notify[] = {
+#if defined(__x86_64__)
+    SC(creat), SC(rename), SC(unlink), SC(rmdir), SC(link), SC(symlink), SC(mkdir), SC(mknod),
+    SC(chmod), SC(chown), SC(lchown), SC(utime), SC(utimes), SC(futimesat),
+#endif
+#ifdef __NR_renameat
+    SC(renameat),
+#endif
+    SC(openat2), SC(truncate), SC(renameat2), SC(unlinkat), SC(linkat), SC(symlinkat),
+    SC(mkdirat), SC(mknodat), SC(fchmod), SC(fchmodat), SC(fchmodat2), SC(fchown), SC(fchownat),
+    SC(utimensat), SC(setxattr), SC(lsetxattr), SC(fsetxattr), SC(removexattr),
+    SC(lremovexattr), SC(fremovexattr), SC(setxattrat), SC(removexattrat), SC(file_setattr),
+};
+
+/* Sent to the supervisor only when the flags argument has a modifying bit. */
+static const struct bsh_syscall k_notify_if_writing[] = {
+#if defined(__x86_64__)
+    SC(open), /* flags are arg 1 */
+#endif
+    SC(openat), /* flags are arg 2 */
+};
+
+/* Refused with EPERM, never notified. */
+static const struct bsh_syscall k_deny[] = {
+    /* io_uring performs file operations without passing through seccomp. */
+    SC(io_uring_setup), SC(io_uring_enter), SC(io_uring_register),
+    /* File handles open by inode, skipping path checks. */
+    SC(open_by_handle_at), SC(name_to_handle_at),
+    /* Defence in depth: caps are gone, but none of these has a place in a command. */
+    SC(mount), SC(umount2), SC(pivot_root), SC(chroot), SC(move_mount), SC(fsopen), SC(fsconfig),
+    SC(fsmount), SC(fspick), SC(open_tree), SC(open_tree_attr), SC(mount_setattr), SC(unshare),
+    SC(setns), SC(ptrace), SC(process_vm_writev), SC(kexec_load), SC(kexec_file_load), SC(bpf),
+    SC(userfaultfd), SC(perf_event_open), SC(add_key), SC(keyctl), SC(request_key),
+};
+
+/*
+ * clone: arg 0 holds the flags on both architectures (they differ later: tls/ctid).
+ * New namespaces are refused; so is CLONE_PARENT, which would make a process our
+ * sibling and let it outlive the final sweep of our descendants. CLONE_NEWTIME is
+ * absent because clone() reads that bit as part of the exit signal.
+ */
+#define BSH_CLONE_DENY_MASK                                                                 \
+  (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
+   CLONE_NEWNET | CLONE_PARENT)
+
+/*
+ * Terminal ioctls that push input into a tty: through the inherited controlling
+ * terminal they would type commands into the user's shell, outside the sandbox.
+ * Landlock's IOCTL_DEV does not cover fds opened before the sandbox, so refuse them here.
+ */
+static const struct {
+  const char *name;
+  uint32_t cmd;
+} k_deny_ioctl[] = {{"TIOCSTI", TIOCSTI}, {"TIOCLINUX", TIOCLINUX}};
+
+#define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t))
+#define RET_ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+struct prog {
+  struct sock_filter *ins;
+  size_t len, cap;
+};
+
+static void emit(struct prog *p, struct sock_filter f) {
+  if (p->len == p->cap) {
+    p->cap = p->cap ? p->cap * 2 : 256;
+    p->ins = realloc(p->ins, p->cap * sizeof *p->ins);
+    if (!p->ins) abort();
+  }
+  p->ins[p->len++] = f;
+}
+#define STMT(code, k) emit(p, (struct sock_filter)BPF_STMT(code, k))
+#define JUMP(code, k, jt, jf) emit(p, (struct sock_filter)BPF_JUMP(code, k, jt, jf))
+
+/* `if (nr == n) return action;` — two instructions, so no jump ever exceeds 8 bits. */
+static void ret_if_nr(struct prog *p, int nr, uint32_t action) {
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1);
+  STMT(BPF_RET | BPF_K, action);
+}
+
+/*
+ * `if (nr == n) return (arg & mask) ? hit : miss;`. Only the low 32 bits of the
+ * argument are loaded: open/openat take `int flags` and clone's legacy path takes
+ * lower_32_bits(flags), so the kernel itself ignores the high half. Both supported
+ * architectures are little-endian, so the low half sits at the argument's offset.
+ * The nr register is clobbered, which is fine: both branches return.
+ */
+static void ret_if_arg_bits(struct prog *p, int nr, int arg, uint32_t mask, uint32_t hit, uint32_t miss) {
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(arg));
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1);
+  STMT(BPF_RET | BPF_K, hit);
+  STMT(BPF_RET | BPF_K, miss);
+}
+
+static int open_flags_arg(int nr) {
+#if defined(__x86_64__)
+  if (nr == __NR_open) return 1;
+#endif
+  (void)nr;
+  return 2;
+}
+
+static void build(struct prog *p) {
+  /* Another ABI on the same kernel (i386 via int 0x80, for instance) has other numbers: kill. */
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)offsetof(struct seccomp_data, arch));
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, BSH_AUDIT_ARCH, 1, 0);
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+  /* x32 numbers run x86_64 code under other numbers; refuse them all (ENOSYS, as without x32). */
+  JUMP(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1);
+  STMT(BPF_RET | BPF_K, RET_ERRNO(ENOSYS));
+#endif
+  for (size_t i = 0; i < N_OF(k_notify_if_writing); i++) {
+    int nr = k_notify_if_writing[i].nr;
+    ret_if_arg_bits(p, nr, open_flags_arg(nr), BSH_OPEN_WRITE_MASK, SECCOMP_RET_USER_NOTIF,
+                    SECCOMP_RET_ALLOW);
+  }
+  ret_if_arg_bits(p, __NR_clone, 0, BSH_CLONE_DENY_MASK, RET_ERRNO(EPERM), SECCOMP_RET_ALLOW);
+  /* ioctl(fd, cmd): cmd is an unsigned int, so the low half is all of it. */
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, (uint8_t)(2 + 2 * N_OF(k_deny_ioctl)));
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
+  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, k_deny_ioctl[i].cmd, 0, 1);
+    STMT(BPF_RET | BPF_K, RET_ERRNO(EPERM));
+  }
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  /* clone3 keeps its flags in memory BPF cannot read; glibc falls back to clone on ENOSYS. */
+  ret_if_nr(p, __NR_clone3, RET_ERRNO(ENOSYS));
+  for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, SECCOMP_RET_USER_NOTIF);
+  for (size_t i = 0; i < N_OF(k_deny); i++) ret_if_nr(p, k_deny[i].nr, RET_ERRNO(EPERM));
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
+int bsh_seccomp_install(char *err, size_t errlen) {
+  struct prog p = {0};
+  build(&p);
+  struct sock_fprog fprog = {.len = (unsigned short)p.len, .filter = p.ins};
+  /* WAIT_KILLABLE_RECV: once we received a notification, only SIGKILL interrupts the target. */
+  unsigned int flags = SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+  int listener = (int)syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+  int saved = errno;
+  free(p.ins);
+  if (listener < 0) {
+    snprintf(err, errlen, "cannot install the seccomp filter with a listener%s: %s",
+             saved == EINVAL ? " (WAIT_KILLABLE_RECV needs Linux 5.19)" : "", strerror(saved));
+    return -1;
+  }
+  return listener;
+}
+
+static void print_table(const char *key, const struct bsh_syscall *t, size_t n, bool last) {
+  printf("  \"%s\": [", key);
+  for (size_t i = 0; i < n; i++) printf("%s{\"name\": \"%s\", \"nr\": %d}", i ? ", " : "", t[i].name, t[i].nr);
+  printf("]%s\n", last ? "" : ",");
+}
+
+void bsh_seccomp_print_tables(void) {
+  static const struct bsh_syscall clone_t[] = {SC(clone)}, clone3_t[] = {SC(clone3)};
+  struct prog p = {0};
+  build(&p);
+  printf("{\n  \"arch\": \"%s\",\n  \"instructions\": %zu,\n", BSH_ARCH_NAME, p.len);
+  free(p.ins);
+  printf("  \"openWriteMask\": %d,\n  \"cloneDenyMask\": %d,\n", BSH_OPEN_WRITE_MASK, BSH_CLONE_DENY_MASK);
+  print_table("notify", k_notify, N_OF(k_notify), false);
+  print_table("notifyIfWriting", k_notify_if_writing, N_OF(k_notify_if_writing), false);
+  print_table("deny", k_deny, N_OF(k_deny), false);
+  print_table("denyIfNamespace", clone_t, 1, false);
+  printf("  \"denyIoctl\": [");
+  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++)
+    printf("%s{\"name\": \"%s\", \"cmd\": %u}", i ? ", " : "", k_deny_ioctl[i].name, k_deny_ioctl[i].cmd);
+  printf("],\n");
+  print_table("enosys", clone3_t, 1, true);
+  printf("}\n");
+}

@@ -1,0 +1,100 @@
+/*
+ * What /proc and pidfds tell us about a target: its thread group and umask, the
+ * directory a relative path starts from, and our own duplicate of one of its fds.
+ * All of it is read before SECCOMP_IOCTL_NOTIF_ID_VALID confirms the target was still
+ * the one blocked in the syscall (so a recycled pid cannot fool us).
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int bsh_proc_status(struct bsh_call *c) {
+  if (c->have_status) return 0;
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)c->tid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -ESRCH;
+  long tgid = -1;
+  unsigned long mask = 022;
+  bool seen_umask = false;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "Tgid:", 5) == 0) tgid = strtol(line + 5, NULL, 10);
+    if (strncmp(line, "Umask:", 6) == 0) {
+      mask = strtoul(line + 6, NULL, 8);
+      seen_umask = true;
+    }
+  }
+  fclose(f);
+  if (tgid <= 0 || !seen_umask) return -ESRCH;
+  c->tgid = (pid_t)tgid;
+  c->umask = (mode_t)(mask & 0777);
+  c->have_status = true;
+  return 0;
+}
+
+/*
+ * The absolute path a relative path of the target starts from: its cwd, or the
+ * directory behind dirfd. Errors are the ones the syscall itself would give.
+ */
+int bsh_proc_base_dir(pid_t tid, int dirfd, char *out, size_t cap) {
+  char link[64];
+  if (dirfd == AT_FDCWD)
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)tid);
+  else if (dirfd < 0)
+    return -EBADF;
+  else
+    snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)tid, dirfd);
+  struct stat st;
+  if (stat(link, &st) != 0) return dirfd == AT_FDCWD || errno != ENOENT ? -ENOENT : -EBADF;
+  if (!S_ISDIR(st.st_mode)) return -ENOTDIR;
+  if (st.st_nlink == 0) return -ENOENT; /* a deleted directory: nothing can be created there */
+  ssize_t n = readlink(link, out, cap - 1);
+  if (n < 0) return -ENOENT;
+  if ((size_t)n >= cap - 1) return -ENAMETOOLONG;
+  out[n] = '\0';
+  return out[0] == '/' ? 0 : -ENOENT;
+}
+
+/* Our own reference to the target's fd, taken before its path is looked at. */
+int bsh_proc_dup_fd(struct bsh_call *c, int fd) {
+  if (fd < 0) return -EBADF;
+  int rc = bsh_proc_status(c);
+  if (rc != 0) return rc;
+  unsigned int flags = c->tid == c->tgid ? 0 : PIDFD_THREAD;
+  int pidfd = (int)syscall(__NR_pidfd_open, c->tid, flags);
+  if (pidfd < 0) return -ESRCH;
+  int dup = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+  int saved = errno;
+  close(pidfd);
+  if (dup < 0) return saved == EBADF ? -EBADF : -EACCES;
+  return dup;
+}
+
+/*
+ * The path of one of our fds. `anonymous` is true when the object has no name any
+ * other process can reach (pipes, sockets, memfd, O_TMPFILE, unlinked files with no
+ * other link): changing such an object needs nobody's permission. A file that was
+ * unlinked here but still has other links has a name we cannot know: -EACCES.
+ */
+int bsh_fd_path(int ownfd, char *out, size_t cap, bool *anonymous) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", ownfd);
+  ssize_t n = readlink(link, out, cap - 1);
+  if (n < 0) return -errno;
+  if ((size_t)n >= cap - 1) return -ENAMETOOLONG;
+  out[n] = '\0';
+  struct stat st;
+  if (fstat(ownfd, &st) != 0) return -errno;
+  static const char deleted[] = " (deleted)";
+  size_t dl = sizeof deleted - 1;
+  bool unlinked = (size_t)n > dl && strcmp(out + n - dl, deleted) == 0;
+  *anonymous = out[0] != '/' || st.st_nlink == 0;
+  if (!*anonymous && unlinked) return -EACCES;
+  return 0;
+}

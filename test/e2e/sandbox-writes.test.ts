@@ -1,0 +1,240 @@
+/**
+ * Every common way of changing a file, on the real kernel sandbox: the change
+ * happens, exits are 0, and the (fake) broker was asked before it happened — its
+ * backup holds the bytes the file had before.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  buildFixture,
+  createFakeBroker,
+  removeDir,
+  runBash,
+  tempDir,
+  type FakeBroker,
+  type RunResult,
+} from '../fixtures/sandbox/harness.js';
+
+let bin: string;
+let ws: string;
+let scratch: string;
+let broker: FakeBroker;
+
+beforeAll(() => {
+  bin = tempDir('bin');
+  for (const name of ['ftruncate', 'mmap-write']) buildFixture(name, bin);
+});
+afterAll(() => removeDir(bin));
+
+beforeEach(() => {
+  ws = tempDir('ws');
+  scratch = tempDir('scratch');
+  broker = createFakeBroker(ws);
+});
+afterEach(() => {
+  removeDir(ws);
+  removeDir(scratch);
+});
+
+const file = (name: string) => path.join(ws, name);
+const read = (name: string) => fs.readFileSync(file(name), 'utf8');
+const write = (name: string, text: string) => fs.writeFileSync(file(name), text);
+const bash = (script: string) => runBash(script, { cwd: ws, broker, scratch: [scratch], env: { BIN: bin } });
+
+function expectOk(result: RunResult): void {
+  expect(result.code, result.stderr).toBe(0);
+}
+
+/** The broker saw the file before it changed: its backup holds the old bytes. */
+function expectBackedUp(name: string, before: string): void {
+  expect(broker.backups.get(file(name))?.toString('utf8')).toBe(before);
+}
+
+interface ContentCase {
+  name: string;
+  script: string;
+  files?: Record<string, string>;
+  after: string;
+}
+
+const contentCases: ContentCase[] = [
+  { name: 'redirect >', script: 'echo new > f', after: 'new\n' },
+  { name: 'append >>', script: 'echo new >> f', after: 'old\nnew\n' },
+  { name: 'cp a f', script: 'cp a f', files: { a: 'from a\n' }, after: 'from a\n' },
+  { name: 'sed -i', script: 'sed -i s/o/0/ f', after: '0ld\n' },
+  { name: '/usr/bin/sed -i (absolute path)', script: '/usr/bin/sed -i s/o/0/ f', after: '0ld\n' },
+  { name: 'truncate -s 0', script: 'truncate -s 0 f', after: '' },
+  { name: 'dd of=', script: 'dd if=a of=f status=none', files: { a: 'dd data\n' }, after: 'dd data\n' },
+  { name: 'python open(w)', script: `python3 -c "open('f','w').write('py')"`, after: 'py' },
+  { name: 'node writeFileSync', script: `"${process.execPath}" -e "require('fs').writeFileSync('f','js')"`, after: 'js' },
+  { name: 'perl -pi', script: `perl -pi -e 's/o/0/' f`, after: '0ld\n' },
+  { name: 'ftruncate on an O_RDWR fd', script: '"$BIN/ftruncate" f 2', after: 'ol' },
+  { name: 'MAP_SHARED mmap write', script: '"$BIN/mmap-write" f NEW', after: 'NEW\n' },
+  { name: 'static busybox sh', script: `busybox sh -c 'echo bb > f'`, after: 'bb\n' },
+];
+
+describe('modifications of existing workspace files', () => {
+  it.each(contentCases)('$name', async ({ script, files, after }) => {
+    write('f', 'old\n');
+    for (const [name, text] of Object.entries(files ?? {})) write(name, text);
+    const result = await bash(script);
+    expectOk(result);
+    expect(read('f')).toBe(after);
+    expectBackedUp('f', 'old\n');
+    expect(broker.requests.some((r) => r.path === file('f') || r.to === file('f'))).toBe(true);
+  });
+
+  it('mv a f replaces f and the broker saw both files first', async () => {
+    write('f', 'old\n');
+    write('a', 'moved\n');
+    expectOk(await bash('mv a f'));
+    expect(read('f')).toBe('moved\n');
+    expect(fs.existsSync(file('a'))).toBe(false);
+    expectBackedUp('f', 'old\n');
+    expectBackedUp('a', 'moved\n');
+    expect(broker.requests.find((r) => r.op === 'rename')).toMatchObject({ path: file('a'), to: file('f') });
+  });
+
+  it('python os.rename (the rename syscall)', async () => {
+    write('f', 'old\n');
+    write('a', 'renamed\n');
+    expectOk(await bash(`python3 -c "import os; os.rename('a', 'f')"`));
+    expect(read('f')).toBe('renamed\n');
+    expectBackedUp('f', 'old\n');
+  });
+
+  it('rm f', async () => {
+    write('f', 'old\n');
+    expectOk(await bash('rm f'));
+    expect(fs.existsSync(file('f'))).toBe(false);
+    expectBackedUp('f', 'old\n');
+    expect(broker.requests).toContainEqual(expect.objectContaining({ op: 'unlink', path: file('f'), follow: false }));
+  });
+
+  it('rm -rf dir removes a tree, every file seen first', async () => {
+    fs.mkdirSync(file('dir/sub'), { recursive: true });
+    write('dir/x', 'x\n');
+    write('dir/sub/y', 'y\n');
+    expectOk(await bash('rm -rf dir'));
+    expect(fs.existsSync(file('dir'))).toBe(false);
+    expectBackedUp('dir/x', 'x\n');
+    expectBackedUp('dir/sub/y', 'y\n');
+    expect(broker.requests.filter((r) => r.op === 'rmdir').map((r) => r.path)).toEqual([file('dir/sub'), file('dir')]);
+  });
+
+  it('chmod 600 f', async () => {
+    write('f', 'old\n');
+    fs.chmodSync(file('f'), 0o644);
+    expectOk(await bash('chmod 600 f'));
+    expect(fs.statSync(file('f')).mode & 0o7777).toBe(0o600);
+    expect(read('f')).toBe('old\n');
+    expectBackedUp('f', 'old\n');
+    expect(broker.requests).toContainEqual(expect.objectContaining({ op: 'chmod', path: file('f'), mode: 0o600 }));
+  });
+
+  it('touch -d sets the time', async () => {
+    write('f', 'old\n');
+    expectOk(await bash('touch -d 2000-01-01T00:00:00Z f'));
+    expect(fs.statSync(file('f')).mtime.toISOString()).toBe('2000-01-01T00:00:00.000Z');
+    expectBackedUp('f', 'old\n');
+    expect(broker.requests.some((r) => r.op === 'utimes')).toBe(true);
+  });
+
+  it('tar -xf over existing files', async () => {
+    const src = tempDir('tar-src');
+    try {
+      fs.mkdirSync(path.join(src, 'd'));
+      fs.writeFileSync(path.join(src, 'f'), 'from tar\n');
+      fs.writeFileSync(path.join(src, 'd/g'), 'g from tar\n');
+      const archive = path.join(scratch, 'a.tar');
+      execFileSync('tar', ['-cf', archive, '-C', src, 'f', 'd']);
+      write('f', 'old\n');
+      fs.mkdirSync(file('d'));
+      write('d/g', 'old g\n');
+      expectOk(await bash(`tar -xf "${archive}"`));
+      expect(read('f')).toBe('from tar\n');
+      expect(read('d/g')).toBe('g from tar\n');
+      expectBackedUp('f', 'old\n');
+      expectBackedUp('d/g', 'old g\n');
+    } finally {
+      removeDir(src);
+    }
+  });
+
+  it('ln -sf other f replaces a file with a symlink', async () => {
+    write('f', 'old\n');
+    expectOk(await bash('ln -sf other f'));
+    expect(fs.readlinkSync(file('f'))).toBe('other');
+    expectBackedUp('f', 'old\n');
+    expect(broker.requests).toContainEqual(expect.objectContaining({ op: 'symlink', linkTarget: 'other' }));
+  });
+
+  it('new files, directories and FIFOs are created with the umask applied', async () => {
+    expectOk(await bash('umask 027; echo n > new; mkdir d; mkfifo p; mkdir -p a/b/c'));
+    expect(read('new')).toBe('n\n');
+    expect(fs.statSync(file('new')).mode & 0o777).toBe(0o640);
+    expect(fs.statSync(file('d')).mode & 0o777).toBe(0o750);
+    expect(fs.statSync(file('p')).isFIFO()).toBe(true);
+    expect(fs.statSync(file('a/b/c')).isDirectory()).toBe(true);
+  });
+
+  it('metadata calls by path and by fd: xattrs, fchmod, chown, utime', async () => {
+    write('f', 'old\n');
+    const script = [
+      'import os',
+      "os.setxattr('f', 'user.a', b'1')",
+      "os.setxattr('f', 'user.b', b'2')",
+      "os.removexattr('f', 'user.b')",
+      "fd = os.open('f', os.O_RDONLY)",
+      "os.setxattr(fd, 'user.c', b'3')",
+      'os.fchmod(fd, 0o640)',
+      "os.chown('f', os.getuid(), os.getgid())",
+      "os.utime('f', (1000000000, 1000000000))",
+    ].join('\n');
+    const result = await bash(`python3 -c "${script}"`);
+    expect(result.code, result.stderr).toBe(0);
+    const stat = fs.statSync(file('f'));
+    expect(stat.mode & 0o777).toBe(0o640);
+    expect(stat.mtimeMs).toBe(1e12);
+    const attrs = execFileSync('python3', ['-c', `import os; print(sorted(os.listxattr('${file('f')}')))`]);
+    expect(attrs.toString()).toBe("['user.a', 'user.c']\n");
+    expect(read('f')).toBe('old\n');
+    expectBackedUp('f', 'old\n');
+    const ops = new Set(broker.requests.map((r) => r.op));
+    expect([...ops].sort()).toEqual(['chmod', 'chown', 'removexattr', 'setxattr', 'utimes']);
+    const fdBased = broker.requests.filter((r) => (r.flags & 0x1000) !== 0).map((r) => r.op);
+    expect(fdBased).toEqual(['setxattr', 'chmod']);
+  });
+
+  it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
+    write('a', 'a\n');
+    const script = [
+      'import os',
+      "fd = os.open('.', os.O_TMPFILE | os.O_WRONLY, 0o600)",
+      "os.write(fd, b'tmpfile')",
+      // A dir fd makes CPython call linkat(..., AT_SYMLINK_FOLLOW) rather than link().
+      "os.link(f'/proc/self/fd/{fd}', 'published', dst_dir_fd=os.open('.', os.O_RDONLY), follow_symlinks=True)",
+    ].join('\n');
+    const result = await bash(`ln a b && python3 -c "${script}"`);
+    expect(result.code, result.stderr).toBe(0);
+    expect(fs.statSync(file('b')).ino).toBe(fs.statSync(file('a')).ino);
+    expect(read('published')).toBe('tmpfile');
+    expect(broker.requests.filter((r) => r.op === 'link').map((r) => r.to)).toEqual([file('b'), file('published')]);
+  });
+
+  it('the program sees the errors of the operation itself (EEXIST, ENOENT, ENOTEMPTY)', async () => {
+    fs.mkdirSync(file('full'));
+    write('full/x', 'x');
+    const result = await bash(
+      'mkdir full; echo $?; rm missing; echo $?; rmdir full; echo $?; set -o noclobber; echo a > full/x; echo $?',
+    );
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe('1\n1\n1\n1\n');
+    expect(result.stderr).toMatch(/File exists/);
+    expect(result.stderr).toMatch(/No such file or directory/);
+    expect(result.stderr).toMatch(/Directory not empty/);
+    expect(read('full/x')).toBe('x');
+  });
+});
