@@ -113,6 +113,8 @@ export const resolvedTargetSchema = requestTargetSchema.extend({
   ruleForm: z.string(),
   /** What is at `resolved` now (lstat). */
   kind: pathKindSchema,
+  /** Hard-link count of a file at `resolved` (lstat), when known. */
+  links: z.number().int().min(0).optional(),
 });
 export type ResolvedTarget = z.infer<typeof resolvedTargetSchema>;
 

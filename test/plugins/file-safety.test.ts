@@ -1,4 +1,4 @@
-import { mkdtempSync, realpathSync } from 'node:fs';
+import { linkSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -317,6 +317,30 @@ describe('symlink escapes', () => {
       ],
     });
     expect(outcome).toMatchObject({ ok: false, decision: { verdict: 'deny' }, error: { code: ErrorCodes.POLICY_DENIED } });
+  });
+});
+
+describe('hard links', () => {
+  it('refuses in-place writes to a file with another name, but not replacing or removing that name', async () => {
+    const built = build();
+    const inside = at('ws/twin.txt');
+    writeFileSync(at('outside-twin.txt'), 'outside');
+    linkSync(at('outside-twin.txt'), inside);
+    const write = await verdictOf(built, 'write', 'ws/twin.txt');
+    expect(write).toMatchObject({ verdict: 'deny', source: 'file-safety:mandatory' });
+    expect(write.reason).toMatch(/2 hard links/);
+    expect((await verdictOf(built, 'delete', 'ws/twin.txt')).verdict).toBe('sandbox');
+    const renameOver = await built.broker.handle({
+      origin: 'api',
+      action: 'check',
+      operation: 'rename',
+      sessionId: 's1',
+      targets: [
+        { role: 'from', path: at('ws/file.txt'), access: 'delete' },
+        { role: 'to', path: inside, access: 'write' },
+      ],
+    });
+    expect(renameOver.decision.verdict).toBe('sandbox');
   });
 });
 

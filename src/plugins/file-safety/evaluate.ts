@@ -23,9 +23,26 @@ export function evaluateMandatoryStage(
   policy: FileSafetyPolicy,
   forms = formsOf(target, policy.homes),
 ): Decision | undefined {
+  const shared = sharedInodeWrite(target);
+  if (shared) return shared;
   const mandatory = evaluateMandatory(target, forms, policy.protections);
   if (!mandatory || mandatory.verdict === 'deny') return mandatory;
   return stricter(mandatory, evaluateRules(target, policy, forms));
+}
+
+/**
+ * A write in place to a file with other hard links changes every name of that inode,
+ * and the other names may be anywhere (outside the roots, in a package store). No path
+ * check can vouch for names it cannot see, so such writes are refused. Replacing the
+ * name (rename over it) or removing it stays possible.
+ */
+export function sharedInodeWrite(target: PolicyTarget): Decision | undefined {
+  if (!target.inPlace || target.access !== 'write' || (target.links ?? 1) <= 1) return undefined;
+  return {
+    verdict: 'deny',
+    reason: `${target.resolved} has ${target.links} hard links; writing it would change the other names too`,
+    source: 'file-safety:mandatory',
+  };
 }
 
 /**
@@ -89,12 +106,16 @@ export function evaluateRoots(target: PolicyTarget, policy: FileSafetyPolicy): D
  * second name through which the same file can be written, so it is judged as a write
  * where it lives (else `ln /outside/file root/x` would carry a write out of the roots).
  */
+/** Operations that change an existing file's inode (content or metadata) rather than its name. */
+const IN_PLACE: ReadonlySet<string> = new Set(['open', 'truncate', 'chmod', 'chown', 'xattr', 'touch', 'copy']);
+
 export function policyTargetFor<T extends PolicyTarget & { role?: string }>(
   target: T,
   request?: Pick<BrokerRequest, 'operation' | 'options'>,
 ): T {
   const hardLinkSource = request?.operation === 'link' && target.role === 'from' && request.options.symbolic !== true;
-  return hardLinkSource && target.access === 'read' ? { ...target, access: 'write' } : target;
+  const judged = hardLinkSource && target.access === 'read' ? { ...target, access: 'write' as const } : target;
+  return request && IN_PLACE.has(request.operation) && target.role !== 'from' ? { ...judged, inPlace: true } : judged;
 }
 
 /**

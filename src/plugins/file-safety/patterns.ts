@@ -3,7 +3,10 @@ import picomatch from 'picomatch';
 import type { ResolvedTarget } from '../../core/index.js';
 
 /** What policy needs of a target: how it is used and every form of its path. */
-export type PolicyTarget = Pick<ResolvedTarget, 'access' | 'lexical' | 'resolved' | 'ruleForm'>;
+export type PolicyTarget = Pick<ResolvedTarget, 'access' | 'lexical' | 'resolved' | 'ruleForm' | 'links'> & {
+  /** Set when the operation changes the existing inode in place (not its name). */
+  inPlace?: boolean;
+};
 
 /** Tests a path; true when the path or any directory above it matches. */
 export type PathMatcher = (p: string) => boolean;

@@ -9,7 +9,7 @@ import {
   type ResolvedTarget,
 } from '../../core/index.js';
 import { parsePathResolutionOptions, type PathResolutionOptions } from './options.js';
-import { kindOf, lexicalPath, resolveWith } from './resolve.js';
+import { inspect, lexicalPath, resolveWith } from './resolve.js';
 import { normaliseForRuleMatch } from './rule-form.js';
 import { strategyFor } from './strategies.js';
 
@@ -31,7 +31,7 @@ export async function resolveTarget(target: RequestTarget, request: ResolveConte
     lexical,
     resolved,
     ruleForm: normaliseForRuleMatch(resolved, { home }),
-    kind: await kindOf(resolved),
+    ...(await inspect(resolved)),
   };
 }
 

@@ -103,18 +103,23 @@ export function resolveWith(strategy: ResolveStrategy, p: string): Promise<strin
   }
 }
 
-/** What is at `p` now, without following a final link. */
-export async function kindOf(p: string): Promise<PathKind> {
+/** What is at `p` now, without following a final link, and how many names a file has. */
+export async function inspect(p: string): Promise<{ kind: PathKind; links?: number }> {
   try {
     const stats = await lstat(p);
-    if (stats.isSymbolicLink()) return 'symlink';
-    if (stats.isFile()) return 'file';
-    if (stats.isDirectory()) return 'directory';
-    return 'other';
+    if (stats.isSymbolicLink()) return { kind: 'symlink' };
+    if (stats.isFile()) return { kind: 'file', links: stats.nlink };
+    if (stats.isDirectory()) return { kind: 'directory' };
+    return { kind: 'other' };
   } catch (error) {
-    if (errnoOf(error) === 'ENOENT') return 'absent';
+    if (errnoOf(error) === 'ENOENT') return { kind: 'absent' };
     throw fsFailure(error, p);
   }
+}
+
+/** What is at `p` now, without following a final link. */
+export async function kindOf(p: string): Promise<PathKind> {
+  return (await inspect(p)).kind;
 }
 
 async function requireDirectory(parent: string, raw: string): Promise<void> {
