@@ -1,13 +1,20 @@
 import { Command, CommanderError, Option } from 'commander';
-import { createLogger } from '../core/index.js';
-import { diffCommand, listCommand, restoreCommand, showCommand } from './backups.js';
-import { doctorCommand } from './doctor.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, processIo, type Io } from './output.js';
-import { serveCommand } from './serve.js';
 
-const logFormat = new Option('--log-format <format>', 'log lines as JSON or human-readable').choices(['json', 'pretty']).default('json');
-const logLevel = new Option('--log-level <level>', 'least severe log level shown').default(process.env.BROKERED_SHELL_LOG_LEVEL ?? 'info');
+const logFormat = () => new Option('--log-format <format>', 'log lines as JSON or human-readable').choices(['json', 'pretty']).default('json');
+const logLevel = (fallback: string) => new Option('--log-level <level>', 'least severe log level shown').default(process.env.BROKERED_SHELL_LOG_LEVEL ?? fallback);
+
+interface LogOptions {
+  logFormat: string;
+  logLevel: string;
+}
+
+/** Loaded per command: `backups list` should not pay for the broker and the sandbox. */
+async function logger(options: LogOptions) {
+  const { createLogger } = await import('../core/logger.js');
+  return createLogger({ pretty: options.logFormat === 'pretty', level: options.logLevel });
+}
 
 /** Builds the command tree; each action resolves to an exit status. */
 export function buildProgram(io: Io, setStatus: (status: number) => void): Command {
@@ -22,18 +29,36 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
       setStatus(await fn(...args));
 
   program
+    .command('run')
+    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox)')
+    .argument('<command>', 'the shell command (put it after --)')
+    .option('--workspace <dir>', 'working directory and writable root (default: the current directory)')
+    .option('--session <id>', 'session the turn belongs to (default: a new one)')
+    .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
+    .option('--message <msg>', 'turn message (default: the command)')
+    .option('--no-backup', 'enforce the policy but keep no backups')
+    .addOption(logFormat())
+    .addOption(logLevel('error'))
+    .action(
+      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean } & LogOptions) => {
+        const { runCommand } = await import('./run.js');
+        return runCommand(io, command, options, await logger(options));
+      }),
+    );
+
+  program
     .command('serve')
     .description('run the broker alone for external clients on a Unix socket; control commands on stdin')
     .requiredOption('--socket <path>', 'Unix socket to listen on (its directory is made 0700)')
     .requiredOption('--session <id>', 'the session this broker answers for')
     .option('--workspace <dir>', 'writable root (default: the current directory)')
     .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
-    .addOption(logFormat)
-    .addOption(logLevel)
+    .addOption(logFormat())
+    .addOption(logLevel('info'))
     .action(
-      act(async (options: { socket: string; session: string; workspace?: string; policy?: string; logFormat: string; logLevel: string }) => {
-        const log = createLogger({ pretty: options.logFormat === 'pretty', level: options.logLevel });
-        return serveCommand(io, options, log);
+      act(async (options: { socket: string; session: string; workspace?: string; policy?: string } & LogOptions) => {
+        const { serveCommand } = await import('./serve.js');
+        return serveCommand(io, options, await logger(options));
       }),
     );
 
@@ -43,37 +68,44 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .description('list turns and the files each backed up')
     .option('--session <id>', 'only this session')
     .option('--json', 'machine-readable output')
-    .action(act((options: { session?: string; json?: boolean }) => listCommand(io, options)));
+    .action(act(async (options: { session?: string; json?: boolean }) => (await import('./backups.js')).listCommand(io, options)));
   backups
     .command('show')
+    .description('the files one turn backed up')
     .argument('<turn>', 'turn id, unique prefix, or "latest"')
     .option('--json', 'machine-readable output')
-    .action(act((turn: string, options: { json?: boolean }) => showCommand(io, turn, options)));
+    .action(act(async (turn: string, options: { json?: boolean }) => (await import('./backups.js')).showCommand(io, turn, options)));
   backups
     .command('diff')
+    .description('what changed since the backup, as a unified diff')
     .argument('<turn>', 'turn id, unique prefix, or "latest"')
     .argument('[path]', 'only this file')
     .option('--color', 'colour the diff (default: when stdout is a terminal)')
     .option('--no-color', 'never colour the diff')
     .action(
-      act((turn: string, path: string | undefined, options: { color?: boolean }) =>
-        diffCommand(io, turn, path, { color: options.color ?? process.stdout.isTTY === true }),
+      act(async (turn: string, path: string | undefined, options: { color?: boolean }) =>
+        (await import('./backups.js')).diffCommand(io, turn, path, { color: options.color ?? process.stdout.isTTY === true }),
       ),
     );
   backups
     .command('restore')
+    .description('put files back as they were before the turn')
     .argument('<turn>', 'turn id, unique prefix, or "latest"')
     .argument('[paths...]', 'only these files (default: every file the turn touched)')
     .option('--dry-run', 'show what would be restored and change nothing')
     .option('--force', 'also restore files that changed since the turn')
     .option('--json', 'machine-readable report')
-    .action(act((turn: string, paths: string[], options: { dryRun?: boolean; force?: boolean; json?: boolean }) => restoreCommand(io, turn, paths, options)));
+    .action(
+      act(async (turn: string, paths: string[], options: { dryRun?: boolean; force?: boolean; json?: boolean }) =>
+        (await import('./backups.js')).restoreCommand(io, turn, paths, options),
+      ),
+    );
 
   program
     .command('doctor')
     .description('report what this kernel offers the sandbox')
     .option('--json', 'machine-readable output')
-    .action(act((options: { json?: boolean }) => doctorCommand(io, options)));
+    .action(act(async (options: { json?: boolean }) => (await import('./doctor.js')).doctorCommand(io, options)));
 
   return program;
 }

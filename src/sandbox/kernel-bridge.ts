@@ -1,0 +1,123 @@
+import { constants } from 'node:fs';
+import path from 'node:path';
+import {
+  ErrorCodes,
+  type Broker,
+  type BrokerRequestInput,
+  type Operation,
+  type Outcome,
+  type RequestOptions,
+  type RequestTarget,
+} from '../core/index.js';
+import { openTargets, operationTargets } from '../requests/targets.js';
+import type { KernelAnswer, KernelOp, KernelRequest } from './protocol.js';
+
+/** __O_TMPFILE, which Node does not export; the same value on x86_64 and aarch64. */
+const O_TMPFILE_BIT = 0o20000000;
+/** Flags that make an open modify something (the supervisor's BPF mask). */
+const WRITE_OPEN = constants.O_WRONLY | constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC | constants.O_APPEND | O_TMPFILE_BIT;
+
+const EACCES = 13;
+const AT_EMPTY_PATH = 0x1000;
+/** What the kernel appends to the path of an fd whose file has no name any more. */
+const DELETED = ' (deleted)';
+const ERRNO: Record<string, number> = { ENOENT: 2, ENOTDIR: 20, ELOOP: 40, ENAMETOOLONG: 36, EISDIR: 21 };
+
+/** How each notified syscall reads as a broker operation. */
+const OPERATION: Record<KernelOp, Operation> = {
+  open: 'open',
+  truncate: 'truncate',
+  unlink: 'delete',
+  rmdir: 'delete',
+  rename: 'rename',
+  link: 'link',
+  symlink: 'link',
+  mkdir: 'mkdir',
+  mknod: 'mknod',
+  chmod: 'chmod',
+  chown: 'chown',
+  utimes: 'touch',
+  setxattr: 'xattr',
+  removexattr: 'xattr',
+  fileSetattr: 'xattr',
+};
+
+export interface KernelBridgeOptions {
+  toolCallId?: string;
+  traceId?: string;
+}
+
+/** The broker request for one notified syscall. */
+export function kernelToBrokerRequest(broker: Broker, request: KernelRequest, meta: KernelBridgeOptions = {}): BrokerRequestInput {
+  const operation = OPERATION[request.op];
+  let targets: RequestTarget[];
+  const options: RequestOptions = { followSymlinks: request.follow };
+  switch (request.op) {
+    case 'open':
+      targets = openTargets(request.path, (request.flags & WRITE_OPEN) !== 0);
+      options.openFlags = request.flags;
+      break;
+    case 'symlink':
+      // The new link is at `path`; its content is not a path anyone opens now.
+      targets = operationTargets('link', { to: request.path, symbolic: true });
+      options.symbolic = true;
+      options.linkTarget = request.linkTarget ?? '';
+      break;
+    case 'link':
+      if ((request.flags & AT_EMPTY_PATH) !== 0 && request.path.endsWith(DELETED)) {
+        // Publishing an unnamed file (O_TMPFILE, or one already unlinked) by its fd: it has
+        // no other name to protect, so what matters is that it was made where writes are
+        // allowed (its old directory) and where the new name goes.
+        targets = [
+          { role: 'from', path: path.posix.dirname(request.path.slice(0, -DELETED.length)), access: 'write' },
+          { role: 'to', path: request.to ?? '', access: 'write' },
+        ];
+        break;
+      }
+      targets = operationTargets(operation, { from: request.path, to: request.to ?? '' });
+      break;
+    case 'rename':
+      targets = operationTargets(operation, { from: request.path, to: request.to ?? '' });
+      break;
+    default:
+      targets = operationTargets(operation, { path: request.path });
+  }
+  if (request.op === 'mkdir' || request.op === 'mknod' || request.op === 'chmod') options.mode = request.mode & 0o7777;
+  return {
+    origin: 'kernel',
+    action: 'check',
+    operation,
+    targets,
+    sessionId: broker.sessionId,
+    options,
+    ...(meta.toolCallId ? { toolCallId: meta.toolCallId } : {}),
+    ...(meta.traceId ? { traceId: meta.traceId } : {}),
+  };
+}
+
+/** The supervisor's answer: the resolved paths to act on, or the errno the syscall returns. */
+export function outcomeToKernelAnswer(request: KernelRequest, outcome: Outcome): KernelAnswer {
+  if (!outcome.ok) {
+    const errno = outcome.error?.errno;
+    const pathProblem = outcome.error?.code === ErrorCodes.PATH_NOT_FOUND || outcome.error?.code === ErrorCodes.PATH_UNRESOLVED;
+    // A missing path reads as the kernel would say it; every refusal is EACCES.
+    return { errno: pathProblem && errno && ERRNO[errno] ? ERRNO[errno] : EACCES };
+  }
+  const byRole = new Map(outcome.targets.map((t) => [t.role, t.resolved]));
+  if (request.op === 'symlink') {
+    const at = byRole.get('to');
+    return at ? { errno: 0, path: at } : { errno: EACCES };
+  }
+  const path = byRole.get('path') ?? byRole.get('from');
+  if (!path) return { errno: EACCES };
+  if (request.op === 'rename' || request.op === 'link') {
+    const to = byRole.get('to');
+    return to ? { errno: 0, path, to } : { errno: EACCES };
+  }
+  return { errno: 0, path };
+}
+
+/** A request handler for `spawnSandboxed` that runs every syscall through the broker. */
+export function kernelBridge(broker: Broker, meta: KernelBridgeOptions = {}): (request: KernelRequest) => Promise<KernelAnswer> {
+  return async (request) => outcomeToKernelAnswer(request, await broker.handle(kernelToBrokerRequest(broker, request, meta)));
+}
