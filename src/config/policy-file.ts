@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
-import { BrokerError, ErrorCodes } from '../core/index.js';
+import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
 
 /**
@@ -37,7 +37,7 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
   }
   const parsed = policyFileSchema.safeParse(value);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => `  - ${issue.path.join('.') || '(top level)'}: ${issue.message}`);
+    const lines = issueLines(parsed.error, '(top level)').map((line) => `  - ${line}`);
     throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policy file ${file} is invalid:\n${lines.join('\n')}`);
   }
   const base = workspace || dirname(file);

@@ -10,6 +10,7 @@ import {
   type Turn,
 } from './hooks.js';
 import { attributeErrors } from './intercept.js';
+import { issueLines } from './issues.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { BrokerPlugin } from './plugin.js';
 import {
@@ -148,7 +149,7 @@ export class Broker {
       log: this.log.child({ requestId, toolCallId: request?.toolCallId, traceId: request?.traceId }),
     };
     if (!parsed.success) {
-      const message = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'request'}: ${issue.message}`).join('; ');
+      const message = issueLines(parsed.error, 'request').join('; ');
       const decision: Decision = { verdict: 'deny', reason: message, source: 'core' };
       return this.#finish(context, started, undefined, [], decision, failure(ErrorCodes.BAD_REQUEST, message));
     }

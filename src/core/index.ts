@@ -11,6 +11,7 @@ export type {
   TargetDraft,
   Turn,
 } from './hooks.js';
+export { issueLines } from './issues.js';
 export { createLogger, silentLogger, type Logger, type LogPhase, type CreateLoggerOptions } from './logger.js';
 export type { BrokerPlugin } from './plugin.js';
 export * from './schemas.js';

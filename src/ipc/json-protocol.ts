@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ErrorCodes, hostOperationSchema, type BrokerRequestInput, type Outcome, type Peer } from '../core/index.js';
+import { ErrorCodes, hostOperationSchema, issueLines, type BrokerRequestInput, type Outcome, type Peer } from '../core/index.js';
 import { operationTargets, TargetError } from '../requests/targets.js';
 
 /**
@@ -86,7 +86,7 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
   }
   const parsed = hostFileOperationSchema.safeParse(value);
   if (!parsed.success) {
-    const message = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'request'}: ${issue.message}`).join('; ');
+    const message = issueLines(parsed.error, 'request').join('; ');
     return { ok: false, answer: refusal(ErrorCodes.BAD_REQUEST, message, id) };
   }
   const message = parsed.data;

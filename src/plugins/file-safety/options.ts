@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema } from '../../core/index.js';
+import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema, issueLines } from '../../core/index.js';
 
 const noNul = (value: string) => !value.includes('\0');
 /** `~` only as a whole first component: `~user/…` is a shell feature rules do not have. */
@@ -46,11 +46,7 @@ export type ParsedFileSafetyOptions = z.infer<typeof fileSafetyOptionsSchema>;
 export function parseFileSafetyOptions(input: unknown): ParsedFileSafetyOptions {
   const parsed = fileSafetyOptionsSchema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const lines = parsed.error.issues.map((issue) => {
-    const where = issue.path.map(String).join('.') || 'options';
-    return issue.code === 'unrecognized_keys' ? `${where}: unknown key(s) ${issue.keys.join(', ')}` : `${where}: ${issue.message}`;
-  });
-  throw invalidOptions(lines);
+  throw invalidOptions(issueLines(parsed.error, 'options'), parsed.error);
 }
 
 export function invalidOptions(lines: readonly string[], cause?: unknown): BrokerError {
