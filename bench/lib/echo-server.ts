@@ -1,0 +1,73 @@
+import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { REPO_ROOT, benchTempDir } from './serve.js';
+
+/**
+ * The baseline: a trivial Unix-socket line server answering `SANDBOX` to every line,
+ * in its own process like `serve`, so that broker minus echo is the broker's own cost.
+ */
+const ANSWER = Buffer.from('SANDBOX\n');
+
+/** Serve in this process (what the child runs). Prints one ready line on stdout. */
+export function serveEcho(socketPath: string): net.Server {
+  const server = net.createServer((socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.on('data', (chunk: Buffer) => {
+      let lines = 0;
+      for (let at = chunk.indexOf(0x0a); at !== -1; at = chunk.indexOf(0x0a, at + 1)) lines += 1;
+      if (lines === 1) socket.write(ANSWER);
+      else if (lines > 1) socket.write(Buffer.concat(Array.from({ length: lines }, () => ANSWER)));
+    });
+  });
+  server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true, socket: socketPath, pid: process.pid })}\n`));
+  process.once('SIGTERM', () => server.close(() => process.exit(0)));
+  return server;
+}
+
+export interface EchoProcess {
+  readonly socket: string;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+/** Start the echo server as a child process (via tsx, from the repository root). */
+export async function startEchoServer(nodeArgs: string[] = []): Promise<EchoProcess> {
+  const base = benchTempDir('bsh-echo-');
+  const socket = path.join(base, 'echo.sock');
+  const child: ChildProcessByStdio<null, Readable, Readable> = spawn(
+    process.execPath,
+    [...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), socket],
+    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`echo server exited with ${String(code)}: ${stderr}`)));
+    createInterface({ input: child.stdout }).once('line', () => resolve());
+  });
+  return {
+    socket,
+    pid: child.pid ?? -1,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+      rmSync(base, { recursive: true, force: true });
+    },
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const socketPath = process.argv[2];
+  if (!socketPath) {
+    process.stderr.write('usage: echo-server.ts <socket-path>\n');
+    process.exit(2);
+  }
+  serveEcho(socketPath);
+}
