@@ -8,6 +8,7 @@ import {
   CHUNK_SIZE,
   errorCode,
   fsyncDir,
+  fsyncFile,
   hashHandle,
   mkdirPrivate,
   openForSnapshot,
@@ -144,20 +145,24 @@ export class BlobStore {
     const handle = await fs.open(tmp, C.O_RDWR | C.O_NOFOLLOW);
     try {
       await handle.chmod(0o600);
-      await handle.sync();
     } finally {
       await handle.close();
     }
     return true;
   }
 
-  /** Give a verified temp file its final name, or reuse an intact blob that already has it. */
+  /**
+   * Give a verified temp file its final name (fsync it, rename, fsync the directory), or
+   * reuse an intact blob that already has it: then the temp is dropped unsynced, and a
+   * deduplicated backup costs no fsync here at all.
+   */
   async #commitTemp(tmp: string, sha256: string, size: number): Promise<Omit<StoredBlob, 'stats'>> {
     const relative = blobRelativePath(sha256);
     const final = path.join(this.#layout.root, relative);
     if (await this.#isIntact(final, sha256)) {
       await removeQuietly(tmp);
     } else {
+      await fsyncFile(tmp);
       await mkdirPrivate(path.dirname(final));
       // Replaces a damaged blob of the same name too: the new one is verified.
       await fs.rename(tmp, final);
@@ -247,8 +252,7 @@ async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: number):
   try {
     const hash = createHash('sha256');
     await pump(source, target, (chunk) => hash.update(chunk), maxBytes);
-    await target.sync();
-    return hash.digest('hex');
+    return hash.digest('hex'); // synced only if it is kept (see #commitTemp)
   } finally {
     await target.close();
   }

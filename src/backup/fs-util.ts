@@ -21,6 +21,16 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/** Make a file's content durable (fsync through a fresh read-only descriptor). */
+export async function fsyncFile(file: string): Promise<void> {
+  const handle = await fs.open(file, C.O_RDONLY | C.O_NOFOLLOW);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** mkdir -p with 0700, and durable: the parent of each directory made is fsynced. */
 export async function mkdirPrivate(dir: string): Promise<void> {
   const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 });

@@ -8,9 +8,10 @@ import { BrokerError, ErrorCodes } from '../core/errors.js';
  * Where everything lives. `home` and the `workspace/sessions/<id>/modify_backup` part
  * are a contract; the inside of `modify_backup/` is ours:
  *
- *   modify_backup/blobs/<ab>/<sha256>   content, named by its hash
- *   modify_backup/turns/<turn-id>.json  one manifest per turn (or restore)
- *   modify_backup/tmp/                  temp files; nothing here is ever trusted
+ *   modify_backup/blobs/<ab>/<sha256>      content, named by its hash
+ *   modify_backup/turns/<turn-id>.journal  an open turn: header + one line per backup (journal.ts)
+ *   modify_backup/turns/<turn-id>.json     a committed turn's manifest (written once, at commit)
+ *   modify_backup/tmp/                     temp files; nothing here is ever trusted
  */
 export const HOME_ENV = 'BROKERED_SHELL_HOME';
 
@@ -93,6 +94,14 @@ export function blobRelativePath(sha256: string): string {
   return path.posix.join('blobs', sha256.slice(0, 2), sha256);
 }
 
+export const MANIFEST_SUFFIX = '.json';
+export const JOURNAL_SUFFIX = '.journal';
+
 export function manifestFileName(turnId: string): string {
-  return `${validateTurnId(turnId)}.json`;
+  return `${validateTurnId(turnId)}${MANIFEST_SUFFIX}`;
+}
+
+/** The append-only journal of a turn that is still open (see journal.ts). */
+export function journalFileName(turnId: string): string {
+  return `${validateTurnId(turnId)}${JOURNAL_SUFFIX}`;
 }

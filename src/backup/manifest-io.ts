@@ -2,35 +2,77 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { errorCode, writeFileAtomic } from './fs-util.js';
-import { manifestFileName, turnIdSchema, type StoreLayout } from './layout.js';
+import { errorCode, removeQuietly, writeFileAtomic } from './fs-util.js';
+import { journalPath, parseJournal } from './journal.js';
+import { JOURNAL_SUFFIX, MANIFEST_SUFFIX, manifestFileName, turnIdSchema, type StoreLayout } from './layout.js';
 import { describeIssues, turnManifestSchema, type TurnManifest } from './manifest-schema.js';
 
-/** Validate, then write atomically: a manifest on disk is always whole and always valid. */
+/**
+ * Validate the whole manifest (once, at commit), then write it atomically: a manifest on
+ * disk is always whole and always valid. Compact JSON: it is written once per turn and
+ * read by programs (the CLI pretty-prints what it shows).
+ */
 export async function writeManifest(layout: StoreLayout, manifest: TurnManifest): Promise<void> {
   const checked = turnManifestSchema.safeParse(manifest);
   if (!checked.success) {
     throw new BrokerError(ErrorCodes.BACKUP_FAILED, `refusing to write an invalid manifest for turn ${manifest.id}:\n${describeIssues(checked.error)}`);
   }
   const target = path.join(layout.turns, manifestFileName(manifest.id));
-  await writeFileAtomic(target, `${JSON.stringify(checked.data, null, 2)}\n`, layout.tmp);
+  await writeFileAtomic(target, `${JSON.stringify(checked.data)}\n`, layout.tmp);
 }
 
-/** Read one manifest back through the schema. */
-export async function readManifestFile(layout: StoreLayout, sessionId: string, turnId: string): Promise<TurnManifest> {
-  const file = path.join(layout.turns, manifestFileName(turnId));
-  let text: string;
+/** A turn as read from disk. */
+export interface TurnRecord {
+  manifest: TurnManifest;
+  /** Set when it came from the journal of an open turn. */
+  journal?: {
+    /** Length of the trusted part. */
+    wholeBytes: number;
+    /** Whether something after it (a torn last line) was ignored. */
+    tornTail: boolean;
+  };
+}
+
+/**
+ * One turn: its committed manifest, else its journal (an open turn), else a manifest
+ * with committedAt null (an open turn as stores before the journal wrote it).
+ * TURN_NOT_FOUND when there is none, BACKUP_FAILED when what is there is damaged,
+ * STORE_UNAVAILABLE when it cannot be read. A torn last journal line is logged on `log`.
+ */
+export async function readTurnRecord(layout: StoreLayout, sessionId: string, turnId: string, log?: Logger): Promise<TurnRecord> {
+  const manifest = await readManifestIfAny(layout, sessionId, turnId);
+  if (manifest && manifest.committedAt !== null) return { manifest };
+  const journal = await readJournalIfAny(layout, sessionId, turnId, log);
+  if (journal) return journal;
+  if (manifest) return { manifest };
+  // A commit may have renamed the manifest in and removed the journal between our two reads.
+  const committed = await readManifestIfAny(layout, sessionId, turnId);
+  if (committed) return { manifest: committed };
+  throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no turn ${turnId} in session ${sessionId}`, { details: { turnId, sessionId } });
+}
+
+/** One turn's manifest (committed or open); see readTurnRecord. */
+export async function readManifestFile(layout: StoreLayout, sessionId: string, turnId: string, log?: Logger): Promise<TurnManifest> {
+  return (await readTurnRecord(layout, sessionId, turnId, log)).manifest;
+}
+
+async function readFileIfAny(file: string): Promise<Buffer | undefined> {
   try {
-    text = await fs.readFile(file, 'utf8');
+    return await fs.readFile(file);
   } catch (error) {
-    if (errorCode(error) === 'ENOENT') {
-      throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no turn ${turnId} in session ${sessionId}`, { details: { turnId, sessionId } });
-    }
-    throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `cannot read manifest ${file}: ${String(error)}`, { cause: error, errno: errorCode(error) });
+    if (errorCode(error) === 'ENOENT') return undefined;
+    throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `cannot read ${file}: ${String(error)}`, { cause: error, errno: errorCode(error) });
   }
+}
+
+/** The `.json` manifest through the schema; undefined when there is none. */
+async function readManifestIfAny(layout: StoreLayout, sessionId: string, turnId: string): Promise<TurnManifest | undefined> {
+  const file = path.join(layout.turns, manifestFileName(turnId));
+  const data = await readFileIfAny(file);
+  if (data === undefined) return undefined;
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(data.toString('utf8'));
   } catch (error) {
     throw new BrokerError(ErrorCodes.BACKUP_FAILED, `manifest of turn ${turnId} is not valid JSON`, { cause: error });
   }
@@ -44,13 +86,27 @@ export async function readManifestFile(layout: StoreLayout, sessionId: string, t
   return parsed.data;
 }
 
+async function readJournalIfAny(layout: StoreLayout, sessionId: string, turnId: string, log: Logger | undefined): Promise<TurnRecord | undefined> {
+  const file = journalPath(layout, turnId);
+  const data = await readFileIfAny(file);
+  if (data === undefined) return undefined;
+  const parsed = parseJournal(data, { turnId, sessionId });
+  if (parsed.ignored) {
+    log?.warn(
+      { turnId, file: { path: file }, ignored: parsed.ignored },
+      'ignoring the torn last line of a turn journal (a backup interrupted by a crash; it was never acknowledged)',
+    );
+  }
+  return { manifest: parsed.manifest, journal: { wholeBytes: parsed.wholeBytes, tornTail: parsed.ignored !== undefined } };
+}
+
 export interface ReadManifestsOptions {
-  /** 'skip' logs and leaves damaged manifests out (listing); 'throw' fails (anything that deletes). */
+  /** 'skip' logs and leaves damaged turns out (listing); 'throw' fails (anything that deletes). */
   onDamaged: 'skip' | 'throw';
   log: Logger;
 }
 
-/** All manifests of a store, ordered by start time, then id. */
+/** Every turn of a store, committed (manifest) or open (journal), ordered by start time, then id. */
 export async function readManifestsIn(layout: StoreLayout, sessionId: string, options: ReadManifestsOptions): Promise<TurnManifest[]> {
   let names: string[];
   try {
@@ -59,21 +115,45 @@ export async function readManifestsIn(layout: StoreLayout, sessionId: string, op
     if (errorCode(error) === 'ENOENT') return [];
     throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `cannot list ${layout.turns}: ${String(error)}`, { cause: error, errno: errorCode(error) });
   }
-  const out: TurnManifest[] = [];
+  const damaged = (name: string, error: unknown) => {
+    if (options.onDamaged === 'throw') throw error;
+    options.log.warn({ file: { name }, err: error }, 'skipping a damaged turn');
+  };
+  const turnIds = new Set<string>();
   for (const name of names) {
-    if (!name.endsWith('.json')) continue;
-    const turnId = name.slice(0, -'.json'.length);
+    const suffix = name.endsWith(MANIFEST_SUFFIX) ? MANIFEST_SUFFIX : name.endsWith(JOURNAL_SUFFIX) ? JOURNAL_SUFFIX : undefined;
+    if (suffix === undefined) continue;
+    const turnId = name.slice(0, -suffix.length);
+    if (turnIdSchema.safeParse(turnId).success) turnIds.add(turnId);
+    else damaged(name, new BrokerError(ErrorCodes.BACKUP_FAILED, `unexpected file ${name} among manifests`));
+  }
+  const out: TurnManifest[] = [];
+  for (const turnId of turnIds) {
     try {
-      if (!turnIdSchema.safeParse(turnId).success) {
-        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `unexpected file ${name} among manifests`);
-      }
-      out.push(await readManifestFile(layout, sessionId, turnId));
+      out.push(await readManifestFile(layout, sessionId, turnId, options.log));
     } catch (error) {
-      if (options.onDamaged === 'throw') throw error;
-      options.log.warn({ file: { name }, err: error }, 'skipping a damaged manifest');
+      // Gone since the listing (removed by someone else): not a turn any more.
+      if (error instanceof BrokerError && error.code === ErrorCodes.TURN_NOT_FOUND) continue;
+      damaged(turnId, error);
     }
   }
   return sortTurns(out);
+}
+
+/**
+ * Remove journals left beside a committed manifest (a crash between the commit's rename
+ * and the journal's removal). Readers already ignore them; this only tidies. Anything
+ * unreadable is left alone.
+ */
+export async function removeStaleJournals(layout: StoreLayout, sessionId: string): Promise<void> {
+  const names = new Set(await fs.readdir(layout.turns));
+  for (const name of names) {
+    if (!name.endsWith(JOURNAL_SUFFIX)) continue;
+    const turnId = name.slice(0, -JOURNAL_SUFFIX.length);
+    if (!names.has(`${turnId}${MANIFEST_SUFFIX}`) || !turnIdSchema.safeParse(turnId).success) continue;
+    const manifest = await readManifestIfAny(layout, sessionId, turnId).catch(() => undefined);
+    if (manifest && manifest.committedAt !== null) await removeQuietly(path.join(layout.turns, name));
+  }
 }
 
 export function sortTurns(turns: TurnManifest[]): TurnManifest[] {

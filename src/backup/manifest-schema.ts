@@ -5,7 +5,8 @@ import { sessionIdSchema, sha256Schema, turnIdSchema } from './layout.js';
 export const MANIFEST_VERSION = 1;
 
 const nsSchema = z.string().regex(/^-?\d+$/, 'not a decimal nanosecond count');
-const isoSchema = z.iso.datetime({ offset: true });
+/** ISO 8601 date-time with an optional offset (exported for the journal header). */
+export const isoSchema = z.iso.datetime({ offset: true });
 const modeSchema = z.number().int().min(0).max(0o7777);
 const sizeSchema = z.number().int().min(0);
 const absolutePath = z

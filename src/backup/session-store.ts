@@ -8,7 +8,8 @@ import { observeState } from './file-state.js';
 import { buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
 import { errorCode, lstatOrUndefined, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
-import { readManifestFile, readManifestsIn, writeManifest } from './manifest-io.js';
+import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
+import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type TurnRecord } from './manifest-io.js';
 import { MANIFEST_VERSION, type BackupEntry, type TurnKind, type TurnManifest } from './manifest-schema.js';
 import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MetadataOps, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { restoreTurn, type RestoreOptions, type RestoreReport } from './restore.js';
@@ -57,13 +58,40 @@ interface Limits {
   oversize: OversizePolicy;
 }
 
+/**
+ * A turn being backed up into. Memory holds exactly what its journal holds durably (an
+ * entry is added only once its line is on disk), so first-version-wins needs no reads.
+ */
 interface OpenTurn {
   manifest: TurnManifest;
   byPath: Map<string, BackupEntry>;
+  /**
+   * Length of the journal when the next entry may simply be appended to it; undefined
+   * when the next write must write it whole from memory: it does not exist yet, an
+   * append failed, it ends in a torn line, or the turn comes from an old open manifest.
+   */
+  journalBytes: number | undefined;
 }
 
 /** Temp files older than this are leftovers of a crash and are removed on open. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
+
+/** After-states read at once during a commit. */
+const COMMIT_CONCURRENCY = 8;
+
+/** `items.map(fn)` with at most `limit` calls in flight; results in input order. */
+async function mapInOrder<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      out[index] = await fn(items[index] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
 
 /** A rescue (before a restore) must not fail for size below the largest cap anyone can set. */
 const RESCUE_LIMITS: Limits = { maxBytes: FILE_BACKUP_MAX_SIZE_MB.max * 1024 * 1024, oversize: 'deny' };
@@ -115,6 +143,8 @@ export class SessionBackupStore {
         await fs.chmod(dir, 0o700);
       }
       await store.#removeStaleTemps();
+      // Tidying only (readers ignore them): never a reason to refuse the store.
+      await removeStaleJournals(store.layout, sessionId).catch(() => undefined);
     } catch (error) {
       throw new BrokerError(ErrorCodes.STORE_UNAVAILABLE, `backup store ${root} cannot be opened: ${messageOf(error)}`, {
         cause: error,
@@ -144,9 +174,27 @@ export class SessionBackupStore {
     return maxBytesOf(this.#settings);
   }
 
-  /** Record when a turn started (optional: the first backup or the commit starts it otherwise). */
+  /**
+   * Record when a turn started and write its journal's header (optional: the first backup
+   * or the commit starts it otherwise). Only loading the turn can fail this: a journal
+   * that cannot be written is logged, and the first backup tries again (and fails closed).
+   */
   async beginTurn(turnId: string, options: BeginTurnOptions = {}): Promise<TurnManifest> {
-    return (await this.#turnFor(validateTurnId(turnId), options)).manifest;
+    const id = validateTurnId(turnId);
+    const loading = this.#turnFor(id, options);
+    const turn = await loading;
+    if (turn.journalBytes === undefined) {
+      await this.#exclusively(async () => {
+        // Unless a backup or the commit got here first.
+        if (this.#turns.get(id) !== loading || turn.journalBytes !== undefined) return;
+        try {
+          turn.journalBytes = await writeJournal(this.layout, id, journalText(journalHeaderOf(turn.manifest), turn.manifest.files));
+        } catch (error) {
+          this.#log.warn({ phase: 'backup', turnId: id, err: error }, 'cannot write the journal of a new turn; the first backup will try again');
+        }
+      });
+    }
+    return turn.manifest;
   }
 
   /** Whether this store holds an open (begun, not yet committed) turn of that id. */
@@ -245,26 +293,33 @@ export class SessionBackupStore {
     return buildEntry(base, stats, content, this.#clock().toISOString());
   }
 
-  /** Add an entry and rewrite the manifest at once, so a crash loses nothing already backed up. */
+  /**
+   * Make an entry durable in the turn's journal before the caller may change the file:
+   * one appended line and one fdatasync, whatever the size of the turn. Only then is it
+   * added to memory, so a failure leaves nothing behind that the disk does not hold.
+   */
   async #append(turnId: string, entry: BackupEntry): Promise<void> {
+    const line = encodeEntryLine(entry);
     await this.#exclusively(async () => {
       const turn = await this.#turnFor(turnId);
       if (turn.manifest.committedAt !== null) {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       }
-      turn.manifest.files.push(entry);
-      turn.byPath.set(entry.path, entry);
       try {
-        await writeManifest(this.layout, turn.manifest);
+        turn.journalBytes =
+          turn.journalBytes === undefined
+            ? await writeJournal(this.layout, turnId, journalText(journalHeaderOf(turn.manifest), turn.manifest.files, line))
+            : await appendJournalLine(journalPath(this.layout, turnId), line, turn.journalBytes);
       } catch (error) {
-        // Not on disk means not backed up: forget it so the caller's denial leaves a consistent state.
-        turn.manifest.files.pop();
-        turn.byPath.delete(entry.path);
-        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot write the manifest of turn ${turnId}: ${messageOf(error)}`, {
+        // Not on disk means not backed up. Whatever the failed write left, the next one rewrites the journal from memory.
+        turn.journalBytes = undefined;
+        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot write the journal of turn ${turnId}: ${messageOf(error)}`, {
           cause: error,
           errno: errorCode(error),
         });
       }
+      turn.manifest.files.push(entry);
+      turn.byPath.set(entry.path, entry);
     });
   }
 
@@ -279,14 +334,14 @@ export class SessionBackupStore {
       const turn = await this.#turnFor(id, options);
       const { manifest } = turn;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${id} is already committed`);
-      const files = [];
-      for (const entry of manifest.files) {
+      // A few paths at a time: a turn of thousands of files spends its commit waiting on lstat/open/read.
+      const files = await mapInOrder(manifest.files, COMMIT_CONCURRENCY, async (entry): Promise<BackupEntry> => {
         const after = await observeState(entry.path, { setTimesNs: this.#setTimesNs }).catch((error: unknown) => {
           this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
           return null;
         });
-        files.push({ ...entry, after });
-      }
+        return { ...entry, after };
+      });
       const committed: TurnManifest = { ...manifest, files, message, committedAt: this.#clock().toISOString() };
       try {
         await writeManifest(this.layout, committed);
@@ -297,19 +352,24 @@ export class SessionBackupStore {
         });
       }
       this.#turns.delete(id);
+      // The manifest supersedes the journal; one left behind by a crash here is ignored and tidied on open.
+      await removeQuietly(journalPath(this.layout, id));
       this.#log.info({ phase: 'commit', turnId: id, files: files.length }, 'backup turn committed');
       return committed;
     });
   }
 
-  /** Every manifest on disk, oldest start first. Damaged manifests are logged and left out. */
+  /**
+   * Every turn on disk, oldest start first: committed ones from their manifests, open ones
+   * from their journals (committedAt null). Damaged ones are logged and left out.
+   */
   async listTurns(): Promise<TurnManifest[]> {
     return readManifestsIn(this.layout, this.sessionId, { onDamaged: 'skip', log: this.#log });
   }
 
-  /** One manifest; TURN_NOT_FOUND when absent, BACKUP_FAILED when damaged. */
+  /** One turn (committed, or open from its journal); TURN_NOT_FOUND when absent, BACKUP_FAILED when damaged. */
   async readTurn(turnId: string): Promise<TurnManifest> {
-    return readManifestFile(this.layout, this.sessionId, validateTurnId(turnId));
+    return readManifestFile(this.layout, this.sessionId, validateTurnId(turnId), this.#log);
   }
 
   /** A blob's bytes after checking their hash (BACKUP_FAILED on any mismatch). */
@@ -359,16 +419,18 @@ export class SessionBackupStore {
   }
 
   async #loadOrCreate(turnId: string, options: BeginTurnOptions): Promise<OpenTurn> {
-    let manifest: TurnManifest | undefined;
+    let record: TurnRecord | undefined;
     try {
-      manifest = await readManifestFile(this.layout, this.sessionId, turnId);
+      record = await readTurnRecord(this.layout, this.sessionId, turnId, this.#log);
     } catch (error) {
       if (!(error instanceof BrokerError && error.code === ErrorCodes.TURN_NOT_FOUND)) throw error;
     }
-    if (manifest) {
-      // A turn reopened after a restart continues where its manifest left off.
+    if (record) {
+      // A turn reopened after a restart continues where its journal left off.
+      const { manifest, journal } = record;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
-      return { manifest, byPath: new Map(manifest.files.map((f) => [f.path, f])) };
+      const appendable = journal !== undefined && !journal.tornTail;
+      return { manifest, byPath: new Map(manifest.files.map((f) => [f.path, f])), journalBytes: appendable ? journal.wholeBytes : undefined };
     }
     const created: TurnManifest = {
       version: MANIFEST_VERSION,
@@ -381,10 +443,10 @@ export class SessionBackupStore {
       files: [],
     };
     if (options.restoreOf !== undefined) created.restoreOf = validateTurnId(options.restoreOf);
-    return { manifest: created, byPath: new Map() };
+    return { manifest: created, byPath: new Map(), journalBytes: undefined };
   }
 
-  /** Manifest writes and commits run one at a time. */
+  /** Journal writes and commits run one at a time. */
   #exclusively<T>(task: () => Promise<T>): Promise<T> {
     const run = this.#serial.then(task, task);
     this.#serial = run.catch(() => undefined);

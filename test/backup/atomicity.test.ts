@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { newTurnId } from '../../src/backup/layout.js';
-import { filesUnder, fixture } from './helpers.js';
+import { filesUnder, fixture, journalOnDisk, openTurnOnDisk } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -100,24 +100,81 @@ describe('blob writes', () => {
     expect((await store.readBlob(entry!.sha256!)).toString()).toBe('content');
   });
 
-  it('forgets an entry whose manifest could not be written, so the caller can deny and retry', async () => {
+  it('forgets an entry whose journal line could not be written, so the caller can deny and retry', async () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();
     await fs.writeFile(path.join(work, 'first'), 'one');
-    await store.backup(path.join(work, 'first'), { turnId, operation: 'open' });
-    const saved = await fs.readFile(path.join(store.root, 'turns', `${turnId}.json`));
+    const first = await store.backup(path.join(work, 'first'), { turnId, operation: 'open' });
+    const journal = path.join(store.root, 'turns', `${turnId}.journal`);
+    // A directory where the journal should be: the append cannot open it.
+    await fs.rename(journal, `${journal}.saved`);
+    await fs.mkdir(journal);
+    const file = path.join(work, 'second');
+    await fs.writeFile(file, 'two');
+    await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
+    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    await fs.rmdir(journal);
+    await fs.rename(`${journal}.saved`, journal);
+    // Not remembered as backed up: the retry stores it.
+    const second = await store.backup(file, { turnId, operation: 'open' });
+    expect(second).toBeDefined();
+    expect((await journalOnDisk(store.root, turnId)).files).toEqual([first, second]);
+    const committed = await store.commitTurn(turnId, 'done');
+    expect(committed.files.map((f) => path.basename(f.path))).toEqual(['first', 'second']);
+  });
+
+  it('rewrites a lost journal whole from what it acknowledged, after a failed append', async () => {
+    const { work, store } = await fixture();
+    const turnId = newTurnId();
+    await fs.writeFile(path.join(work, 'first'), 'one');
+    const first = await store.backup(path.join(work, 'first'), { turnId, operation: 'open' });
+    // The whole turns directory is replaced by a file, then comes back empty.
     await fs.rm(path.join(store.root, 'turns'), { recursive: true });
     await fs.writeFile(path.join(store.root, 'turns'), 'not a directory');
     const file = path.join(work, 'second');
     await fs.writeFile(file, 'two');
     await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
     await fs.rm(path.join(store.root, 'turns'));
     await fs.mkdir(path.join(store.root, 'turns'));
-    await fs.writeFile(path.join(store.root, 'turns', `${turnId}.json`), saved);
-    expect(await store.backup(file, { turnId, operation: 'open' })).toBeDefined();
-    const committed = await store.commitTurn(turnId, 'done');
-    expect(committed.files.map((f) => path.basename(f.path))).toEqual(['first', 'second']);
+    const second = await store.backup(file, { turnId, operation: 'open' });
+    const journal = await journalOnDisk(store.root, turnId);
+    expect(journal.header).toMatchObject({ journal: 1, id: turnId });
+    expect(journal.files).toEqual([first, second]);
+  });
+
+  it('appends one line per backup to the journal beginTurn created, never rewriting it', async () => {
+    const { work, store } = await fixture();
+    const turnId = newTurnId();
+    await store.beginTurn(turnId);
+    const journal = path.join(store.root, 'turns', `${turnId}.journal`);
+    const header = await fs.readFile(journal, 'utf8');
+    expect(header.split('\n')).toHaveLength(2);
+    const { ino } = await fs.stat(journal);
+    let expected = header;
+    for (const name of ['a', 'b', 'c']) {
+      await fs.writeFile(path.join(work, name), name);
+      const entry = await store.backup(path.join(work, name), { turnId, operation: 'open' });
+      expected += `${JSON.stringify(entry)}\n`;
+      expect(await fs.readFile(journal, 'utf8')).toBe(expected);
+    }
+    // The same file all along (appended to, not replaced by a rename).
+    expect((await fs.stat(journal)).ino).toBe(ino);
+  });
+
+  it('does not fail a turn start when its journal cannot be written; the first backup writes it', async () => {
+    const { work, store } = await fixture();
+    const turnId = newTurnId();
+    await fs.rm(path.join(store.root, 'tmp'), { recursive: true });
+    await fs.writeFile(path.join(store.root, 'tmp'), 'not a directory');
+    await store.beginTurn(turnId, { startedAt: '2026-01-02T03:04:05.000Z' });
+    expect(await filesUnder(path.join(store.root, 'turns'))).toEqual([]);
+    await fs.rm(path.join(store.root, 'tmp'));
+    await fs.mkdir(path.join(store.root, 'tmp'));
+    await fs.writeFile(path.join(work, 'a'), 'a');
+    const entry = await store.backup(path.join(work, 'a'), { turnId, operation: 'open' });
+    const journal = await openTurnOnDisk(store.root, turnId);
+    expect(journal.header).toMatchObject({ startedAt: '2026-01-02T03:04:05.000Z' });
+    expect(journal.files).toEqual([entry]);
   });
 
   it('reports an unreadable manifest directory as STORE_UNAVAILABLE', async () => {

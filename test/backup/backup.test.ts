@@ -5,16 +5,12 @@ import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { newTurnId, sessionBackupDir } from '../../src/backup/layout.js';
-import { turnManifestSchema } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
-import { filesUnder, fixture, lstatNs, stampTimes, tempDir } from './helpers.js';
+import { filesUnder, fixture, lstatNs, openTurnOnDisk, stampTimes, tempDir } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
-async function manifestOnDisk(root: string, turnId: string) {
-  return turnManifestSchema.parse(JSON.parse(await fs.readFile(path.join(root, 'turns', `${turnId}.json`), 'utf8')));
-}
 
 describe('SessionBackupStore.open', () => {
   it('creates the contract layout with private directories', async () => {
@@ -81,8 +77,11 @@ describe('backup of a regular file', () => {
     expect(await fs.readFile(path.join(store.root, entry!.blob!), 'utf8')).toBe('original content\n');
     expect((await store.readBlob(expectedSha)).toString()).toBe('original content\n');
 
-    // The manifest is on disk already (before any commit) and reads back through the schema.
-    const manifest = await manifestOnDisk(store.root, turnId);
+    // The entry is on disk already (before any commit): the open turn's journal holds it.
+    const journal = await openTurnOnDisk(store.root, turnId);
+    expect(journal.header).toEqual({ journal: 1, id: turnId, sessionId: 'session-1', kind: 'turn', startedAt: expect.any(String) });
+    expect(journal.files).toEqual([entry]);
+    const manifest = await store.readTurn(turnId);
     expect(manifest).toMatchObject({ version: 1, id: turnId, sessionId: 'session-1', kind: 'turn', message: null, committedAt: null });
     expect(manifest.files).toEqual([entry]);
 
@@ -100,7 +99,7 @@ describe('backup of a regular file', () => {
     const b = await store.backup(path.join(work, 'two'), { turnId, operation: 'delete' });
     expect(a?.blob).toBe(b?.blob);
     expect(await filesUnder(path.join(store.root, 'blobs'))).toEqual([a!.blob!.slice('blobs/'.length)]);
-    expect((await manifestOnDisk(store.root, turnId)).files.map((f) => f.path)).toEqual([path.join(work, 'one'), path.join(work, 'two')]);
+    expect((await openTurnOnDisk(store.root, turnId)).files.map((f) => f.path)).toEqual([path.join(work, 'one'), path.join(work, 'two')]);
   });
 
   it('keeps the first version of a path in a turn and never replaces it', async () => {
@@ -113,7 +112,7 @@ describe('backup of a regular file', () => {
     const again = await store.backup(file, { turnId, operation: 'truncate' });
 
     expect(again).toBeUndefined();
-    const manifest = await manifestOnDisk(store.root, turnId);
+    const manifest = await openTurnOnDisk(store.root, turnId);
     expect(manifest.files).toHaveLength(1);
     expect(manifest.files[0]).toEqual(first);
     expect((await store.readBlob(first!.sha256!)).toString()).toBe('first');
@@ -131,7 +130,7 @@ describe('backup of a regular file', () => {
     const turnId = newTurnId();
     const results = await Promise.all([1, 2, 3, 4].map(() => store.backup(file, { turnId, operation: 'open' })));
     expect(results.filter((r) => r !== undefined)).toHaveLength(1);
-    expect((await manifestOnDisk(store.root, turnId)).files).toHaveLength(1);
+    expect((await openTurnOnDisk(store.root, turnId)).files).toHaveLength(1);
   });
 
   it('copies a multi-chunk file exactly', async () => {
@@ -195,7 +194,7 @@ describe('backup of other kinds of path', () => {
     const entry = await store.backup(link, { turnId, operation: 'delete' });
     expect(entry).toMatchObject({ kind: 'symlink', linkTarget: '../somewhere/else', sha256: null, blob: null, size: 17 });
     expect(await filesUnder(path.join(store.root, 'blobs'))).toEqual([]);
-    expect((await manifestOnDisk(store.root, turnId)).files).toEqual([entry]);
+    expect((await openTurnOnDisk(store.root, turnId)).files).toEqual([entry]);
   });
 
   it.each([
@@ -238,6 +237,6 @@ describe('size cap', () => {
     const entry = await store.backup(file, { turnId, operation: 'truncate' });
     expect(entry).toMatchObject({ kind: 'file', skipped: 'too-large', size: 1024 * 1024 + 10, sha256: null, blob: null, mode: 0o600 });
     expect(await filesUnder(path.join(store.root, 'blobs'))).toEqual([]);
-    expect((await manifestOnDisk(store.root, turnId)).files).toEqual([entry]);
+    expect((await openTurnOnDisk(store.root, turnId)).files).toEqual([entry]);
   });
 });

@@ -1,7 +1,9 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach } from 'vitest';
+import { afterEach, expect } from 'vitest';
+import { createLogger, type Logger } from '../../src/core/logger.js';
+import { backupEntrySchema, type BackupEntry } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore, type OpenStoreOptions } from '../../src/backup/session-store.js';
 import { setTimesNsWithTouch } from '../../src/backup/metadata-ops.js';
 
@@ -50,4 +52,37 @@ export async function stampTimes(file: string, atimeNs: bigint, mtimeNs: bigint)
 
 export async function lstatNs(file: string) {
   return fs.lstat(file, { bigint: true });
+}
+
+export interface JournalOnDisk {
+  /** The whole file. */
+  text: string;
+  lines: string[];
+  header: Record<string, unknown>;
+  files: BackupEntry[];
+}
+
+/**
+ * An open turn's journal as it is on disk, parsed here rather than by the store: every
+ * line complete, a header first, then one schema-valid entry per line.
+ */
+export async function journalOnDisk(root: string, turnId: string): Promise<JournalOnDisk> {
+  const text = await fs.readFile(path.join(root, 'turns', `${turnId}.journal`), 'utf8');
+  expect(text.endsWith('\n')).toBe(true);
+  const lines = text.slice(0, -1).split('\n');
+  const [header, ...entries] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { text, lines, header: header ?? {}, files: entries.map((e) => backupEntrySchema.parse(e)) };
+}
+
+/** An open turn on disk: a journal and no manifest yet. */
+export async function openTurnOnDisk(root: string, turnId: string): Promise<JournalOnDisk> {
+  await expect(fs.access(path.join(root, 'turns', `${turnId}.json`))).rejects.toMatchObject({ code: 'ENOENT' });
+  return journalOnDisk(root, turnId);
+}
+
+/** A logger that keeps what it logs at warn and above. */
+export function capturingLogger(): { logger: Logger; warnings: () => Array<Record<string, unknown>> } {
+  const lines: string[] = [];
+  const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(line) } });
+  return { logger, warnings: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
