@@ -3,6 +3,7 @@ import { BrokerError, ErrorCodes, PluginError, toBrokerError, type ErrorCode } f
 import {
   createHooks,
   type BrokerHooks,
+  type ClientPayload,
   type ControlPayload,
   type ControlResult,
   type RequestContext,
@@ -23,6 +24,7 @@ import {
   type HostOpResult,
   type Outcome,
   type OutcomeError,
+  type Peer,
   type ResolvedTarget,
   type Verdict,
   type WireDecision,
@@ -132,6 +134,25 @@ export class Broker {
     } catch (error) {
       const failure = toBrokerError(error);
       context.log.error({ err: failure }, 'control command failed');
+      return { ok: false, error: failure.message, errorCode: failure.code };
+    }
+  }
+
+  /**
+   * A client command (not a control command): answered by the plugin that taps its name.
+   * Plugins that act on files do so through `handle`, so policy and backup still apply.
+   */
+  async clientCommand(command: string, payload: ClientPayload = {}, peer?: Peer): Promise<ControlResult> {
+    const hook = this.hooks.clientCommand.get(command);
+    const context = { log: this.log.child({ phase: 'client-command', command }), broker: this, ...(peer ? { peer } : {}) };
+    if (!hook?.isUsed()) {
+      return { ok: false, error: `unknown command: ${command}`, errorCode: ErrorCodes.UNKNOWN_COMMAND };
+    }
+    try {
+      return (await hook.promise(payload, context)) ?? { ok: false, error: `${command} was not handled`, errorCode: ErrorCodes.UNKNOWN_COMMAND };
+    } catch (error) {
+      const failure = toBrokerError(error);
+      context.log.error({ err: failure }, 'client command failed');
       return { ok: false, error: failure.message, errorCode: failure.code };
     }
   }

@@ -50,6 +50,14 @@ export interface ControlContext {
 }
 
 export type ControlPayload = Record<string, unknown>;
+export type ClientPayload = Record<string, unknown>;
+
+export interface ClientContext {
+  readonly log: Logger;
+  readonly broker: Broker;
+  /** Who sent it, when the transport knows (SO_PEERCRED). */
+  readonly peer?: { pid: number; uid: number; gid: number };
+}
 export type ControlResult = { ok: boolean } & Record<string, unknown>;
 
 type RequestHook<R> = AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], R>;
@@ -74,6 +82,11 @@ export interface BrokerHooks {
   readonly turnStarted: AsyncSeriesHook<[Turn]>;
   readonly turnCommitting: AsyncSeriesHook<[Turn]>;
   readonly turnCommitted: AsyncSeriesHook<[Turn]>;
+  /**
+   * Commands clients may send besides host operations (e.g. a dispatcher announcing the
+   * command line it is about to run), one hook per name. A tap answers; unanswered → unknown.
+   */
+  readonly clientCommand: HookMap<AsyncSeriesBailHook<[ClientPayload, ClientContext], ControlResult | undefined>>;
   /** Control commands from the broker's owner (never from the socket), one hook per name. */
   readonly control: HookMap<AsyncSeriesBailHook<[ControlPayload, ControlContext], ControlResult | undefined>>;
   readonly close: AsyncSeriesHook<[]>;
@@ -114,6 +127,11 @@ export function createHooks(): BrokerHooks {
     turnStarted: new AsyncSeriesHook<[Turn]>(['turn'], 'turnStarted'),
     turnCommitting: new AsyncSeriesHook<[Turn]>(['turn'], 'turnCommitting'),
     turnCommitted: new AsyncSeriesHook<[Turn]>(['turn'], 'turnCommitted'),
+    clientCommand: new HookMap(
+      (key: string) =>
+        new AsyncSeriesBailHook<[ClientPayload, ClientContext], ControlResult | undefined>(['payload', 'context'], `clientCommand(${key})`),
+      'clientCommand',
+    ),
     control: new HookMap(
       (key: string) =>
         new AsyncSeriesBailHook<[ControlPayload, ControlContext], ControlResult | undefined>(

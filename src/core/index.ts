@@ -2,6 +2,8 @@ export { Broker, combineDecisions, isAllowed, type BrokerOptions } from './broke
 export { BrokerError, PluginError, ErrorCodes, errnoOf, toBrokerError, type ErrorCode } from './errors.js';
 export type {
   BrokerHooks,
+  ClientContext,
+  ClientPayload,
   ControlContext,
   ControlPayload,
   ControlResult,

@@ -39,6 +39,7 @@ export type HostFileOperationMessage = z.infer<typeof hostFileOperationSchema>;
 
 export type JsonParse =
   | { ok: true; request: BrokerRequestInput; message: HostFileOperationMessage }
+  | { ok: 'client-command'; command: string; payload: Record<string, unknown>; id?: string | number }
   | { ok: false; answer: JsonAnswer };
 
 export interface JsonAnswer {
@@ -82,7 +83,12 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
     return { ok: false, answer: refusal(ErrorCodes.CONTROL_REFUSED, `${command} is not accepted on this socket`, id) };
   }
   if (command !== HOST_FILE_OPERATION) {
-    return { ok: false, answer: refusal(ErrorCodes.UNKNOWN_COMMAND, `unknown command: ${String(command)}`, id) };
+    if (typeof command !== 'string' || command.length === 0 || command.length > 64) {
+      return { ok: false, answer: refusal(ErrorCodes.UNKNOWN_COMMAND, `unknown command: ${String(command)}`, id) };
+    }
+    // Other commands belong to plugins (clientCommand hooks); the broker says if none knows it.
+    const { command: _command, id: _id, ...payload } = value as Record<string, unknown>;
+    return { ok: 'client-command', command, payload, ...(id === undefined ? {} : { id }) };
   }
   const parsed = hostFileOperationSchema.safeParse(value);
   if (!parsed.success) {

@@ -141,6 +141,11 @@ export class BrokerServer {
       }
       if (!valid) return JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8'));
       const parsed = parseJsonRequest(text, peer);
+      if (parsed.ok === 'client-command') {
+        const result = await this.#options.broker.clientCommand(parsed.command, parsed.payload, peer);
+        log.debug({ phase: 'ipc-client-command', command: parsed.command, ok: result.ok }, 'client command');
+        return JSON.stringify({ ...(parsed.id === undefined ? {} : { id: parsed.id }), ...result, ...(result.ok ? {} : { decision: 'deny' }) });
+      }
       if (!parsed.ok) {
         log.info({ phase: 'ipc-host-op', error: parsed.answer.error }, 'request refused before the pipeline');
         return JSON.stringify(parsed.answer);

@@ -164,3 +164,28 @@ describe('Broker pipeline', () => {
     expect(() => broker.use(identityResolver)).toThrow(/twice/);
   });
 });
+
+describe('client commands', () => {
+  it('are answered by the plugin that taps their name, and unknown ones are refused', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use({
+      name: 'echo-command',
+      apply(b) {
+        b.hooks.clientCommand.for('Echo').tap('echo-command', (payload, context) => ({ ok: true, said: payload.say, pid: context.peer?.pid }));
+      },
+    });
+    await expect(broker.clientCommand('Echo', { say: 'hi' }, { pid: 7, uid: 0, gid: 0 })).resolves.toEqual({ ok: true, said: 'hi', pid: 7 });
+    await expect(broker.clientCommand('Nope')).resolves.toMatchObject({ ok: false, errorCode: ErrorCodes.UNKNOWN_COMMAND });
+  });
+
+  it('turn a throwing tap into an error answer', async () => {
+    const broker = new Broker({ sessionId: 's1' }).use({
+      name: 'bad-command',
+      apply(b) {
+        b.hooks.clientCommand.for('Bad').tapPromise('bad-command', async () => {
+          throw new Error('kaput');
+        });
+      },
+    });
+    await expect(broker.clientCommand('Bad')).resolves.toMatchObject({ ok: false, error: expect.stringContaining('kaput') });
+  });
+});
