@@ -147,7 +147,7 @@ static int run(struct bsh_config *cfg) {
     kill(child, SIGKILL);
     while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
     }
-    return setup_error("%s", err);
+    return setup_error("the sandbox cannot be set up, nothing was run: %s", err);
   }
   /* We create files for the target with its own umask applied explicitly. */
   umask(0);

@@ -125,7 +125,15 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
     close(dup);
     return refuse(c, -rc);
   }
-  if (anonymous) {
+  /*
+   * Reopened through our duplicate, with nobody's permission: an object no one else can
+   * name, or a file the caller already holds open for writing (its own stdout redirected
+   * to a log, say) — it can write and truncate that file through the fd it holds, so a
+   * second description of it gives nothing new. A read-only fd goes to the broker.
+   */
+  int held = fcntl(dup, F_GETFL);
+  bool held_for_writing = held >= 0 && !(held & O_PATH) && (held & O_ACCMODE) != O_RDONLY;
+  if (anonymous || held_for_writing) {
     c->dup_fd = dup;
     c->reopen_dup = true;
     return BSH_ACT_DIRECT;

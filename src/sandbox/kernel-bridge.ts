@@ -95,14 +95,20 @@ export function kernelToBrokerRequest(broker: Broker, request: KernelRequest, me
   };
 }
 
+/**
+ * The errno a failed request returns when its path could not be resolved the way the
+ * kernel itself would fail it (a missing directory, a loop, a name too long): then the
+ * program gets the kernel's own answer, and it is no refusal. Undefined otherwise.
+ */
+export function pathProblemErrno(error: { code: string; errno?: string | undefined } | undefined): number | undefined {
+  if (!error || (error.code !== ErrorCodes.PATH_NOT_FOUND && error.code !== ErrorCodes.PATH_UNRESOLVED)) return undefined;
+  return error.errno === undefined ? undefined : ERRNO[error.errno];
+}
+
 /** The supervisor's answer: the resolved paths to act on, or the errno the syscall returns. */
 export function outcomeToKernelAnswer(request: KernelRequest, outcome: Outcome): KernelAnswer {
-  if (!outcome.ok) {
-    const errno = outcome.error?.errno;
-    const pathProblem = outcome.error?.code === ErrorCodes.PATH_NOT_FOUND || outcome.error?.code === ErrorCodes.PATH_UNRESOLVED;
-    // A missing path reads as the kernel would say it; every refusal is EACCES.
-    return { errno: pathProblem && errno && ERRNO[errno] ? ERRNO[errno] : EACCES };
-  }
+  // A missing path reads as the kernel would say it; every refusal is EACCES.
+  if (!outcome.ok) return { errno: pathProblemErrno(outcome.error) ?? EACCES };
   const byRole = new Map(outcome.targets.map((t) => [t.role, t.resolved]));
   if (request.op === 'symlink') {
     const at = byRole.get('to');

@@ -1,0 +1,181 @@
+/**
+ * `brokered-shell run --policy FILE` and `--no-backup` end to end: a deny rule makes
+ * writes to a workspace file fail with EACCES and leaves it untouched; a prompt rule
+ * refuses now (EACCES), backs nothing up and lists what needs approval; `--no-backup`
+ * lets changes happen, keeps no backups, and still enforces the policy.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ST,
+  caseStatuses,
+  deniedLines,
+  describeRun,
+  makeWorld,
+  nodeState,
+  onlyTurn,
+  removeWorld,
+  run,
+  turnsOf,
+  writeOld,
+  type NodeState,
+  type World,
+} from './run-helpers.js';
+
+let world: World;
+let policy: string;
+const ws = (name: string) => path.join(world.ws, name);
+
+/** Prints "errno N" for a write-only open of each argument (0 when it opens). */
+const OPEN_ERRNO = `python3 -c "
+import os, sys
+for p in sys.argv[1:]:
+    try:
+        os.close(os.open(p, os.O_WRONLY))
+        print('errno', p, 0)
+    except OSError as e:
+        print('errno', p, e.errno)
+"`;
+
+beforeAll(async () => {
+  world = await makeWorld('policy');
+  policy = path.join(world.base, 'policy.json');
+  await fs.writeFile(
+    policy,
+    JSON.stringify({
+      rules: [
+        { pattern: 'secret.txt', decision: 'deny' },
+        { pattern: 'ask.txt', decision: 'prompt' },
+      ],
+    }),
+  );
+});
+
+afterAll(() => removeWorld(world));
+
+describe('run --policy', () => {
+  let secretBefore: NodeState | undefined;
+  let askBefore: NodeState | undefined;
+
+  it('deny: EACCES and untouched; prompt: EACCES, untouched, listed as needing approval', async () => {
+    await writeOld(ws('secret.txt'), 'top secret\n', 0o640);
+    await writeOld(ws('ask.txt'), 'ask first\n', 0o640);
+    await writeOld(ws('ok.txt'), 'free\n', 0o640);
+    secretBefore = await nodeState(ws('secret.txt'));
+    askBefore = await nodeState(ws('ask.txt'));
+    const script = [
+      ST,
+      'echo x > secret.txt; st deny-redirect',
+      'echo x >> secret.txt; st deny-append',
+      'rm -f secret.txt; st deny-rm',
+      'mv secret.txt gone.txt; st deny-mv',
+      'chmod 666 secret.txt; st deny-chmod',
+      'echo x > ask.txt; st prompt-redirect',
+      'rm -f ask.txt; st prompt-rm',
+      `${OPEN_ERRNO} secret.txt ask.txt ok.txt`,
+      'echo changed > ok.txt; st allowed',
+    ].join('\n');
+    const result = await run(world, script, { session: 'policy', policy });
+    expect(result.status, describeRun(result)).toBe(0);
+    const statuses = caseStatuses(result.out);
+    for (const name of ['deny-redirect', 'deny-append', 'deny-rm', 'deny-mv', 'deny-chmod', 'prompt-redirect', 'prompt-rm']) {
+      expect(statuses.get(name), name).not.toBe(0);
+    }
+    expect(statuses.get('allowed')).toBe(0);
+    // EACCES (13) for both rules, as the program itself sees it.
+    expect(result.out).toContain(`errno secret.txt 13\n`);
+    expect(result.out).toContain(`errno ask.txt 13\n`);
+    expect(result.out).toContain(`errno ok.txt 0\n`);
+
+    expect(await nodeState(ws('secret.txt'))).toEqual(secretBefore);
+    expect(await nodeState(ws('ask.txt'))).toEqual(askBefore);
+    expect(await nodeState(ws('gone.txt'))).toBeUndefined();
+    expect(await fs.readFile(ws('ok.txt'), 'utf8')).toBe('changed\n');
+
+    expect(deniedLines(result.stderr)).toEqual(expect.arrayContaining([`write ${ws('secret.txt')}`, `delete ${ws('secret.txt')}`]));
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${ws('ask.txt')}`);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: delete ${ws('ask.txt')}`);
+    // A prompt answers deny: it is not reported as an ordinary denial.
+    expect(deniedLines(result.stderr).some((line) => line.endsWith('/ask.txt'))).toBe(false);
+
+    // Only the allowed change was backed up: nothing for the denied or prompted file.
+    const turn = await onlyTurn(world, 'policy');
+    expect(turn.files.map((f) => f.path)).toEqual([ws('ok.txt')]);
+  });
+});
+
+describe('run --no-backup', () => {
+  it('changes happen, nothing is backed up, and the policy still holds', async () => {
+    await writeOld(ws('secret.txt'), 'top secret\n', 0o640);
+    await writeOld(ws('one.txt'), 'one\n', 0o640);
+    await writeOld(ws('two.txt'), 'two\n', 0o640);
+    await writeOld(ws('three.txt'), 'three\n', 0o640);
+    const secretState = await nodeState(ws('secret.txt'));
+    const script = [ST, 'echo 1 > one.txt; st write', 'rm two.txt; st rm', 'sed -i s/three/3/ three.txt; st sed', 'echo x > secret.txt; st deny'].join('\n');
+    const result = await run(world, script, { session: 'no-backup', policy, noBackup: true });
+    expect(result.status, describeRun(result)).toBe(0);
+    const statuses = caseStatuses(result.out);
+    expect([statuses.get('write'), statuses.get('rm'), statuses.get('sed')]).toEqual([0, 0, 0]);
+    expect(statuses.get('deny')).toBe(1);
+
+    expect(await fs.readFile(ws('one.txt'), 'utf8')).toBe('1\n');
+    expect(await nodeState(ws('two.txt'))).toBeUndefined();
+    expect(await fs.readFile(ws('three.txt'), 'utf8')).toBe('3\n');
+    expect(await nodeState(ws('secret.txt'))).toEqual(secretState);
+
+    const turns = await turnsOf(world, 'no-backup');
+    expect(turns.flatMap((t) => t.files)).toEqual([]);
+    expect(result.stderr).not.toMatch(/backed up \d+ file/);
+  });
+});
+
+describe('run: a backup that cannot be made refuses the change', () => {
+  const BIG = 1_500_000;
+
+  it('a file over the size cap (oversize deny, the default) is left untouched and the denial is reported', async () => {
+    const capped = path.join(world.base, 'capped.json');
+    await fs.writeFile(capped, JSON.stringify({ backup: { fileBackupMaxSizeMB: 1 } }));
+    await writeOld(ws('big.bin'), Buffer.alloc(BIG, 7), 0o640);
+    await writeOld(ws('small.txt'), 'small\n', 0o640);
+    const bigBefore = await nodeState(ws('big.bin'));
+    const script = [ST, 'echo x > big.bin; st write-big', 'rm big.bin; st rm-big', 'echo y > small.txt; st write-small', `${OPEN_ERRNO} big.bin`].join('\n');
+    const result = await run(world, script, { session: 'capped', policy: capped });
+    expect(result.status, describeRun(result)).toBe(0);
+    const statuses = caseStatuses(result.out);
+    expect([statuses.get('write-big'), statuses.get('rm-big'), statuses.get('write-small')]).toEqual([1, 1, 0]);
+    expect(result.out).toContain('errno big.bin 13\n');
+    expect(await nodeState(ws('big.bin'))).toEqual(bigBefore);
+    expect(await fs.readFile(ws('small.txt'), 'utf8')).toBe('y\n');
+    expect(result.stderr).toMatch(new RegExp(`^brokered-shell: denied write ${ws('big.bin')}: .*over the backup cap`, 'm'));
+    const turn = await onlyTurn(world, 'capped');
+    expect(turn.files.map((f) => f.path)).toEqual([ws('small.txt')]);
+  });
+
+  it('with oversize "skip" the change happens and the manifest says the content was not kept', async () => {
+    const skip = path.join(world.base, 'skip.json');
+    await fs.writeFile(skip, JSON.stringify({ backup: { fileBackupMaxSizeMB: 1, oversize: 'skip' } }));
+    await writeOld(ws('big.bin'), Buffer.alloc(BIG, 7), 0o640);
+    const result = await run(world, 'echo x > big.bin', { session: 'skip', policy: skip });
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(await fs.readFile(ws('big.bin'), 'utf8')).toBe('x\n');
+    const [entry] = (await onlyTurn(world, 'skip')).files;
+    expect(entry).toMatchObject({ path: ws('big.bin'), skipped: 'too-large', sha256: null, size: BIG, mode: 0o640 });
+  });
+
+  it('a store that cannot be opened: existing files are untouched, new files are made, the status is the command\'s', async () => {
+    const notADir = path.join(world.base, 'home-is-a-file');
+    await fs.writeFile(notADir, 'not a directory\n');
+    await writeOld(ws('kept.txt'), 'kept\n', 0o640);
+    const before = await nodeState(ws('kept.txt'));
+    const script = [ST, 'echo x > kept.txt; st overwrite', 'rm kept.txt; st rm', 'echo new > fresh.txt; st create', 'exit 5'].join('\n');
+    const result = await run(world, script, { session: 'no-store' }, { env: { BROKERED_SHELL_HOME: notADir } });
+    expect(result.status, describeRun(result)).toBe(5);
+    const statuses = caseStatuses(result.out);
+    expect([statuses.get('overwrite'), statuses.get('rm'), statuses.get('create')]).toEqual([1, 1, 0]);
+    expect(await nodeState(ws('kept.txt'))).toEqual(before);
+    expect(await fs.readFile(ws('fresh.txt'), 'utf8')).toBe('new\n');
+    expect(deniedLines(result.stderr)).toEqual(expect.arrayContaining([`write ${ws('kept.txt')}`, `delete ${ws('kept.txt')}`]));
+    expect(result.stderr).toMatch(/backup store unavailable/);
+  });
+});
