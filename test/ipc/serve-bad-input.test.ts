@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ask, askJson, exchange, startServe, type ServeHandle } from '../helpers/serve-process.js';
+import { CLI, ask, askJson, exchange, startServe, type ServeHandle } from '../helpers/serve-process.js';
 
 let serve: ServeHandle;
 let victim: string;
@@ -91,5 +91,16 @@ describe('serve: bad input is answered, never crashes, never hangs, never modifi
   it('commits the open turn on SIGTERM and exits 0', async () => {
     serve.child.kill('SIGTERM');
     expect(await serve.exited).toBe(0);
+  });
+});
+
+describe('serve refuses a socket path the kernel would cut short', () => {
+  it('exits with a clear message instead of binding elsewhere', async () => {
+    const long = path.join(serve.workspace, 'x'.repeat(120), 'broker.sock');
+    const { spawnSync } = await import('node:child_process');
+    const result = spawnSync(process.execPath, [CLI, 'serve', '--socket', long, '--session', 's3'], { encoding: 'utf8', env: serve.env, input: '' });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toMatch(/longer than 107 bytes/);
+    expect(existsSync(path.dirname(long))).toBe(false);
   });
 });

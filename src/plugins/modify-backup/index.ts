@@ -107,8 +107,10 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     broker.hooks.turnCommitted.tap(this.name, (turn) => void this.#createdInTurn.delete(turn.id));
 
     broker.hooks.turnCommitting.tapPromise(this.name, async (turn) => {
-      const store = await this.#openOrFail(broker);
-      if (!store.hasTurn(turn.id)) return;
+      // A store that never opened holds nothing of this turn (every backup would have
+      // failed, and with it the change): there is nothing to commit and nothing lost.
+      const store = await this.store(broker).catch(() => undefined);
+      if (!store?.hasTurn(turn.id)) return;
       const manifest = await store.commitTurn(turn.id, turn.message ?? '');
       turn.facts.backups = manifest.files.length;
     });
