@@ -10,6 +10,7 @@ import {
   createLogger,
   type Access,
   type BrokerRequestInput,
+  type TargetRole,
   type Verdict,
 } from '../../src/core/index.js';
 import {
@@ -348,7 +349,7 @@ describe('taps', () => {
   it('registers one tap per stage under its own name', () => {
     const { broker } = build();
     const names = broker.hooks.evaluatePolicy.taps.map((tap) => tap.name);
-    expect(names).toEqual([FILE_SAFETY_TAPS.mandatory, FILE_SAFETY_TAPS.rules, FILE_SAFETY_TAPS.roots]);
+    expect(names).toEqual([FILE_SAFETY_TAPS.mandatory, FILE_SAFETY_TAPS.tree, FILE_SAFETY_TAPS.rules, FILE_SAFETY_TAPS.roots]);
   });
 });
 
@@ -388,5 +389,34 @@ describe('invalid options', () => {
     expect(error).toBeInstanceOf(BrokerError);
     expect((error as BrokerError).code).toBe(ErrorCodes.INVALID_OPTIONS);
     expect((error as BrokerError).message).toContain(key);
+  });
+});
+
+describe('whole-directory operations are judged by what is inside', () => {
+  const hostOp = (operation: 'delete' | 'rename' | 'copy', targets: Array<[TargetRole, string, Access]>, recursive = true): BrokerRequestInput => ({
+    origin: 'api',
+    action: 'check',
+    operation,
+    sessionId: 's1',
+    options: { recursive },
+    targets: targets.map(([role, relative, access]) => ({ role, path: at(relative), access })),
+  });
+
+  it.each<[string, BrokerRequestInput, Verdict]>([
+    ['rm -r of a directory holding a denied file', hostOp('delete', [['path', 'ws/tree', 'delete']]), 'deny'],
+    ['moving that directory away', hostOp('rename', [['from', 'ws/tree', 'delete'], ['to', 'ws/moved', 'write']]), 'deny'],
+    ['rm -r of a directory holding only a prompted file', hostOp('delete', [['path', 'ws/keys', 'delete']]), 'prompt'],
+    ['rm -r of a directory holding nothing restricted', hostOp('delete', [['path', 'ws/plain', 'delete']]), 'sandbox'],
+    ['a tree copy over a denied file', hostOp('copy', [['from', 'ws/plain', 'read'], ['to', 'ws/tree', 'write']]), 'deny'],
+  ])('%s → %s', async (_label, request, verdict) => {
+    for (const dir of ['ws/tree/sub', 'ws/keys', 'ws/plain/sub']) await fs.mkdir(at(dir), { recursive: true });
+    await fs.writeFile(at('ws/tree/sub/secret.txt'), 's');
+    await fs.writeFile(at('ws/keys/id.pem'), 'k');
+    await fs.writeFile(at('ws/plain/sub/secret.txt'), 'p');
+    await fs.writeFile(at('ws/plain/note.txt'), 'n');
+    const built = build({ rules: [{ pattern: `${ws}/tree/sub/secret.txt`, decision: 'deny' }, { pattern: '*.pem', access: ['delete'], decision: 'prompt' }] });
+    const outcome = await built.broker.handle(request);
+    expect(outcome.decision.verdict).toBe(verdict);
+    if (verdict !== 'sandbox') expect(outcome.decision.reason).toMatch(/contains/);
   });
 });

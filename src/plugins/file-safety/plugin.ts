@@ -1,5 +1,6 @@
 import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
-import { evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
+import { VERDICT_SEVERITY, evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
+import { evaluateTree } from './tree.js';
 import type { FileSafetyOptions } from './options.js';
 import { compileFileSafety, type FileSafetyPolicy } from './policy.js';
 
@@ -9,6 +10,7 @@ export const PLUGIN_NAME = 'file-safety';
 export const FILE_SAFETY_TAPS = Object.freeze({
   mandatory: `${PLUGIN_NAME}:mandatory`,
   rules: `${PLUGIN_NAME}:rules`,
+  tree: `${PLUGIN_NAME}:tree`,
   roots: `${PLUGIN_NAME}:roots`,
 });
 
@@ -44,6 +46,17 @@ export class FileSafetyPlugin implements BrokerPlugin {
         return decision;
       });
     tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (target) => evaluateMandatoryStage(target, this.policy));
+    // Before the rules: a whole-directory operation is judged by what is inside too.
+    broker.hooks.evaluatePolicy.tapPromise({ name: FILE_SAFETY_TAPS.tree, stage: PolicyStage.RULES - 1 }, async (target, resolved, context) => {
+      const inside = await evaluateTree(target, resolved, this.policy);
+      if (!inside) return undefined;
+      // What is inside can only make the directory's own verdict stricter, never looser.
+      const judged = policyTargetFor(target, resolved.request);
+      const own = [evaluateRules(judged, this.policy), evaluateRoots(judged, this.policy)];
+      const decision = own.reduce<Decision>((worst, d) => (d && VERDICT_SEVERITY[d.verdict] > VERDICT_SEVERITY[worst.verdict] ? d : worst), inside);
+      logDecision(context, target, decision);
+      return decision;
+    });
     tap(FILE_SAFETY_TAPS.rules, PolicyStage.RULES, (target) => evaluateRules(target, this.policy));
     tap(FILE_SAFETY_TAPS.roots, PolicyStage.DEFAULTS, (target) => evaluateRoots(target, this.policy));
   }

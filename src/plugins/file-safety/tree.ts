@@ -1,0 +1,69 @@
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
+import { normaliseForRuleMatch } from '../path-resolution/index.js';
+import { evaluateMandatory } from './mandatory.js';
+import { VERDICT_SEVERITY, evaluateRules } from './evaluate.js';
+import { formsOf, type PolicyTarget } from './patterns.js';
+import type { FileSafetyPolicy } from './policy.js';
+
+/**
+ * A directory removed, moved or copied over as a whole takes everything inside with it
+ * in one call, so a rule on a file inside (deny `secret.txt`, prompt `*.pem`) must be
+ * asked about each entry too, or `rm -r dir` would remove what `rm dir/secret.txt` may
+ * not. Returns the most restrictive verdict any entry gets (deny or prompt), else
+ * undefined. An unreadable tree is refused: what cannot be inspected is not allowed.
+ */
+export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequest, policy: FileSafetyPolicy): Promise<Decision | undefined> {
+  const entries = await treeEntries(target, request);
+  if (!entries) return undefined;
+  let worst: Decision | undefined;
+  for (const entry of entries) {
+    const inside: PolicyTarget = {
+      access: entries.access,
+      lexical: entry,
+      resolved: entry,
+      ruleForm: normaliseForRuleMatch(entry, { home: policy.homes[0] ?? '/' }),
+    };
+    const forms = formsOf(inside, policy.homes);
+    for (const decision of [evaluateMandatory(inside, forms, policy.protections), evaluateRules(inside, policy, forms)]) {
+      if (!decision || (decision.verdict !== 'deny' && decision.verdict !== 'prompt')) continue;
+      if (!worst || VERDICT_SEVERITY[decision.verdict] > VERDICT_SEVERITY[worst.verdict]) {
+        worst = { ...decision, reason: `${target.resolved} contains ${entry}: ${decision.reason ?? decision.verdict}` };
+      }
+    }
+    if (worst?.verdict === 'deny') break;
+  }
+  return worst;
+}
+
+type Entries = string[] & { access: 'delete' | 'write' };
+
+/** The paths a whole-directory operation reaches, and how it reaches them. */
+async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): Promise<Entries | undefined> {
+  if (target.kind !== 'directory') return undefined;
+  const { operation, options } = resolved.request;
+  if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) {
+    return withAccess(await below(target.resolved), 'delete');
+  }
+  if (operation === 'copy' && target.role === 'to' && options.recursive) {
+    // The files a tree copy writes: the source's relative paths under the destination.
+    const from = resolved.targets.find((t) => t.role === 'from');
+    if (from?.kind !== 'directory') return undefined;
+    const sources = await below(from.resolved);
+    return withAccess(
+      sources.map((source) => path.posix.join(target.resolved, path.posix.relative(from.resolved, source))),
+      'write',
+    );
+  }
+  return undefined;
+}
+
+async function below(dir: string): Promise<string[]> {
+  const names = await readdir(dir, { recursive: true });
+  return names.map((name) => path.posix.join(dir, name));
+}
+
+function withAccess(paths: string[], access: 'delete' | 'write'): Entries {
+  return Object.assign(paths, { access });
+}
