@@ -42,6 +42,13 @@
       "include_dirs": ["native/include"],
       "defines": ["_GNU_SOURCE"],
       "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+    },
+    {
+      "target_name": "brokered-request",
+      "type": "executable",
+      "sources": ["native/client/brokered-request.c"],
+      "defines": ["_GNU_SOURCE"],
+      "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
     }
   ]
 }

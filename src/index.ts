@@ -8,6 +8,7 @@ export { ApprovalPlugin, type PromptBlock } from './plugins/approval.js';
 export { ModifyBackupPlugin } from './plugins/modify-backup/index.js';
 export { HostOperationsPlugin } from './plugins/host-operations/index.js';
 export { SandboxTokenPlugin } from './plugins/sandbox-token.js';
+export { CommandPrebackupPlugin } from './plugins/command-prebackup/index.js';
 export { AuditPlugin, getAuditHooks, type AuditRecord, type AuditHooks } from './plugins/audit.js';
 export { BrokerServer, type BrokerServerOptions } from './ipc/server.js';
 export { operationTargets, openTargets } from './requests/targets.js';
