@@ -5,10 +5,15 @@
 
 /** evaluate-policy: the first tap with an opinion wins. */
 export const PolicyStage = {
-  /** Protections no configuration can lift (rc files, git hooks, the broker's own files). */
-  MANDATORY: -300,
-  /** Grants a person approved earlier in this session. */
-  SESSION_GRANTS: -200,
+  /** What nothing may change, not even with a person's approval (the broker's own files). */
+  PROTECTED: -400,
+  /**
+   * Grants a person approved earlier in this session. A grant exists only for a path and
+   * access the whole pipeline answered `prompt` for, so it can lift prompts, never denials.
+   */
+  SESSION_GRANTS: -300,
+  /** Built-in protections no configuration can lift, that a person may approve (rc files, git hooks). */
+  MANDATORY: -200,
   /** An organisation's own plugins (e.g. "*.pem needs approval"). */
   ORGANISATION: -100,
   /** The configured file-safety rules. */

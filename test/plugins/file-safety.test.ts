@@ -349,7 +349,7 @@ describe('taps', () => {
   it('registers one tap per stage under its own name', () => {
     const { broker } = build();
     const names = broker.hooks.evaluatePolicy.taps.map((tap) => tap.name);
-    expect(names).toEqual([FILE_SAFETY_TAPS.mandatory, FILE_SAFETY_TAPS.tree, FILE_SAFETY_TAPS.rules, FILE_SAFETY_TAPS.roots]);
+    expect(names).toEqual([FILE_SAFETY_TAPS.protected, FILE_SAFETY_TAPS.mandatory, FILE_SAFETY_TAPS.tree, FILE_SAFETY_TAPS.rules, FILE_SAFETY_TAPS.roots]);
   });
 });
 

@@ -8,6 +8,7 @@ export const PLUGIN_NAME = 'file-safety';
 
 /** The tap names, one per stage, so traces and errors say which part decided. */
 export const FILE_SAFETY_TAPS = Object.freeze({
+  protected: `${PLUGIN_NAME}:protected`,
   mandatory: `${PLUGIN_NAME}:mandatory`,
   rules: `${PLUGIN_NAME}:rules`,
   tree: `${PLUGIN_NAME}:tree`,
@@ -45,7 +46,10 @@ export class FileSafetyPlugin implements BrokerPlugin {
         if (decision) logDecision(context, target, decision);
         return decision;
       });
-    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (target) => evaluateMandatoryStage(target, this.policy));
+    // Denials come before session grants (nothing lifts them); prompts after (a grant may).
+    const mandatory = (target: ResolvedTarget) => evaluateMandatoryStage(target, this.policy);
+    tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (target) => only(mandatory(target), (v) => v === 'deny'));
+    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (target) => only(mandatory(target), (v) => v !== 'deny'));
     // Before the rules: a whole-directory operation is judged by what is inside too.
     broker.hooks.evaluatePolicy.tapPromise({ name: FILE_SAFETY_TAPS.tree, stage: PolicyStage.RULES - 1 }, async (target, resolved, context) => {
       const inside = await evaluateTree(target, resolved, this.policy);
@@ -60,6 +64,10 @@ export class FileSafetyPlugin implements BrokerPlugin {
     tap(FILE_SAFETY_TAPS.rules, PolicyStage.RULES, (target) => evaluateRules(target, this.policy));
     tap(FILE_SAFETY_TAPS.roots, PolicyStage.DEFAULTS, (target) => evaluateRoots(target, this.policy));
   }
+}
+
+function only(decision: Decision | undefined, keep: (verdict: Decision['verdict']) => boolean): Decision | undefined {
+  return decision && keep(decision.verdict) ? decision : undefined;
 }
 
 function logDecision(context: RequestContext, target: ResolvedTarget, decision: Decision): void {
