@@ -420,3 +420,18 @@ describe('whole-directory operations are judged by what is inside', () => {
     if (verdict !== 'sandbox') expect(outcome.decision.reason).toMatch(/contains/);
   });
 });
+
+describe('a prompt rule on a link name does not loosen the file it points to', () => {
+  it('stays denied when the link resolves outside the roots', async () => {
+    await fs.writeFile(at('outside-notes.txt'), 'x');
+    await fs.symlink(at('outside-notes.txt'), at('ws/notes-link')).catch(() => undefined);
+    const built = build({ rules: [{ pattern: 'notes-link', decision: 'prompt' }] });
+    expect((await verdictOf(built, 'write', 'ws/notes-link')).verdict).toBe('deny');
+  });
+
+  it('still asks when the rule names the file itself', async () => {
+    await fs.writeFile(at('ws/real-notes.txt'), 'x');
+    const built = build({ rules: [{ pattern: 'real-notes.txt', decision: 'prompt' }] });
+    expect((await verdictOf(built, 'write', 'ws/real-notes.txt')).verdict).toBe('prompt');
+  });
+});

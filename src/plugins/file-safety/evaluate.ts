@@ -66,11 +66,14 @@ export function evaluateRules(
   }
   if (!winner) return undefined;
   const { rule, form } = winner;
-  return {
+  const decision: Decision = {
     verdict: rule.decision,
     reason: rule.reason ?? `${form} matches rule ${rule.pattern} (${rule.decision} for ${target.access})`,
     source: `file-safety:rules[${rule.index}]`,
   };
+  // A prompt that matched only another name (a link's own path) must not turn the file
+  // actually touched from "denied" into "ask": the defaults still judge that file.
+  return forms.touched.includes(form) ? decision : stricter(decision, evaluateRoots(target, policy));
 }
 
 function matchingForm(rule: CompiledRule, forms: TargetForms): string | undefined {
