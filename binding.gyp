@@ -11,7 +11,8 @@
         "native/addon/no-symlink-open.cc",
         "native/addon/fs-at.cc",
         "native/addon/kernel-probe.cc",
-        "native/addon/seccomp-notif-probe.cc"
+        "native/addon/seccomp-notif-probe.cc",
+        "native/addon/send-fd.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "native/include"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],
@@ -37,7 +38,8 @@
         "native/sandbox/fast-path.c",
         "native/sandbox/onbehalf.c",
         "native/sandbox/broker-channel.c",
-        "native/sandbox/reaper.c"
+        "native/sandbox/reaper.c",
+        "native/sandbox/preload-mode.c"
       ],
       "include_dirs": ["native/include"],
       "defines": ["_GNU_SOURCE"],
@@ -49,6 +51,33 @@
       "sources": ["native/client/brokered-request.c"],
       "defines": ["_GNU_SOURCE"],
       "cflags": ["-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+    },
+    {
+      "target_name": "brokered-preload",
+      "type": "shared_library",
+      "product_prefix": "",
+      "product_extension": "so",
+      "sources": [
+        "native/preload/real.c",
+        "native/preload/config.c",
+        "native/preload/writer.c",
+        "native/preload/json-scan.c",
+        "native/preload/errno-names.c",
+        "native/preload/channel.c",
+        "native/preload/ask.c",
+        "native/preload/paths.c",
+        "native/preload/decide.c",
+        "native/preload/hooks-open.c",
+        "native/preload/hooks-stdio.c",
+        "native/preload/hooks-tempfile.c",
+        "native/preload/hooks-names.c",
+        "native/preload/hooks-meta.c",
+        "native/preload/hooks-spawn.c"
+      ],
+      "defines": ["_GNU_SOURCE"],
+      "cflags": ["-std=gnu11", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror"],
+      "ldflags": ["-Wl,--no-undefined"],
+      "libraries": ["-ldl", "-lpthread"]
     }
   ]
 }

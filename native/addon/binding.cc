@@ -10,6 +10,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   bsh::RegisterOpenNoSymlinks(env, exports);
   bsh::RegisterFsAt(env, exports);
   bsh::RegisterKernelProbe(env, exports);
+  bsh::RegisterSendWithFd(env, exports);
   return exports;
 }
 

@@ -11,6 +11,7 @@ void RegisterXattr(Napi::Env env, Napi::Object exports);            // xattr.cc
 void RegisterOpenNoSymlinks(Napi::Env env, Napi::Object exports);   // no-symlink-open.cc
 void RegisterFsAt(Napi::Env env, Napi::Object exports);             // fs-at.cc
 void RegisterKernelProbe(Napi::Env env, Napi::Object exports);      // kernel-probe.cc
+void RegisterSendWithFd(Napi::Env env, Napi::Object exports);       // send-fd.cc
 
 }  // namespace bsh
 

@@ -6,6 +6,7 @@
  *   brokered-sandbox --broker-fd N [--scratch DIR]... [--write-dev PATH]... -- PROGRAM [ARGS...]
  *   brokered-sandbox --check          probe the kernel; "ok" and 0, or a message and 126
  *   brokered-sandbox --print-filter   the seccomp syscall tables as JSON
+ *   brokered-sandbox --mode preload … the preload runtime instead (preload-mode.c)
  *
  *   --broker-fd N    the broker's stream socket (PROTOCOL.md); never reaches the program
  *   --scratch DIR    a directory the program may change freely (Landlock allows it)
@@ -16,6 +17,7 @@
  * 127 when the program cannot be found.
  */
 #include "sandbox.h"
+#include "preload-mode.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -163,6 +165,8 @@ static int run(struct bsh_config *cfg) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--mode") == 0 && strcmp(argv[2], "preload") == 0)
+    return bsh_preload_main(argc - 3, argv + 3);
   struct bsh_config cfg = {.broker_fd = -1};
   bool check = false, print_filter = false;
   int i = 1;

@@ -2,6 +2,7 @@ import { access, constants, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { resolveHome } from '../backup/layout.js';
 import { native, type KernelProbe } from '../native/index.js';
+import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printJson, table, type Io } from './output.js';
 
@@ -12,16 +13,22 @@ export interface Check {
   name: string;
   ok: boolean;
   detail: string;
-  /** Required by the kernel runtime: `run` refuses to start without it. */
+  /** Required by the seccomp runtime: without it `run` falls back to preload (or refuses `--runtime seccomp`). */
   required: boolean;
 }
 
 export interface DoctorReport {
+  /** Some runtime can run commands here. */
   ok: boolean;
-  runtime: 'seccomp' | 'none';
+  /** The runtime `run` uses here by default. */
+  runtime: 'seccomp' | 'preload' | 'none';
+  /** Why that one, in words. */
+  runtimeReason: string;
   kernel?: KernelProbe;
   checks: Check[];
 }
+
+const SECCOMP_REASON = 'Landlock + seccomp user notification';
 
 export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
   const checks: Check[] = [];
@@ -54,10 +61,36 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
       { name: 'fchmodat2', ok: kernel.fchmodat2, detail: kernel.fchmodat2 ? 'available' : note('fchmodat2'), required: true },
     );
   }
+  const preload = preloadCheck();
+  checks.push(preload);
   const home = resolveHome(env);
   checks.push(await storeCheck(home));
-  const ok = checks.every((c) => c.ok || !c.required);
-  return { ok, runtime: ok ? 'seccomp' : 'none', ...(kernel ? { kernel } : {}), checks };
+  const seccomp = checks.every((c) => c.ok || !c.required);
+  const { runtime, runtimeReason } = defaultRuntime(seccomp, checks, preload.ok, kernel);
+  return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks };
+}
+
+function preloadCheck(): Check {
+  try {
+    return { name: 'preload library', ok: true, detail: locatePreloadLibrary(), required: false };
+  } catch (error) {
+    return { name: 'preload library', ok: false, detail: describeError(error).split('\n')[0] ?? 'not built', required: false };
+  }
+}
+
+/**
+ * The runtime `run` picks by default and why: seccomp where every check it needs passed;
+ * else preload (over Landlock when the kernel has any ABI of it) when the library is
+ * built and the broker's addon loads; else none.
+ */
+export function defaultRuntime(seccomp: boolean, checks: readonly Check[], preloadBuilt: boolean, kernel: KernelProbe | undefined): Pick<DoctorReport, 'runtime' | 'runtimeReason'> {
+  if (seccomp) return { runtime: 'seccomp', runtimeReason: SECCOMP_REASON };
+  const missing = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
+  const why = `the seccomp runtime lacks ${missing.join(', ')}`;
+  if (missing.includes('native addon')) return { runtime: 'none', runtimeReason: `${why}; the broker needs it for every runtime` };
+  if (!preloadBuilt) return { runtime: 'none', runtimeReason: `${why}, and the preload library is not built` };
+  const landlock = kernel && kernel.landlockAbi > 0 ? `over Landlock ABI ${kernel.landlockAbi}` : 'without Landlock, so its checks are advisory';
+  return { runtime: 'preload', runtimeReason: `${why}; the preload library asks the broker from inside dynamically linked programs, ${landlock}` };
 }
 
 async function storeCheck(home: string): Promise<Check> {
@@ -92,7 +125,7 @@ export async function doctorCommand(io: Io, options: { json?: boolean }): Promis
   if (options.json) printJson(io, report);
   else {
     io.out(table(report.checks.map((c) => [c.ok ? 'ok' : c.required ? 'MISSING' : 'warn', c.name, c.detail])));
-    io.out(report.ok ? 'runtime: seccomp (Landlock + seccomp user notification)' : 'runtime: none — `run` will refuse to start');
+    io.out(report.runtime === 'none' ? 'runtime: none — `run` will refuse to start' : `runtime: ${report.runtime} (${report.runtimeReason})`);
   }
   return report.ok ? ExitCode.OK : ExitCode.FAILURE;
 }

@@ -1,11 +1,14 @@
 import { isUtf8 } from 'node:buffer';
+import { closeSync } from 'node:fs';
 import { chmod } from 'node:fs/promises';
 import net from 'node:net';
-import { ErrorCodes, type Broker, type Logger, type Peer } from '../core/index.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCodes, errnoOf, type Broker, type Logger, type Peer } from '../core/index.js';
+import { native, socketFd } from '../native/index.js';
 import { formatJsonAnswer, parseJsonRequest, type JsonAnswer } from './json-protocol.js';
 import { LineSplitter } from './line-splitter.js';
 import { prepareSocketPath } from './socket-dir.js';
-import { TEXT_DENY, formatTextAnswer, looksLikeTextRequest, parseTextRequest } from './text-protocol.js';
+import { TEXT_DENY, formatTextAnswer, looksLikeTextRequest, parseTextRequest, textAnswerFd } from './text-protocol.js';
 
 export interface BrokerServerOptions {
   broker: Broker;
@@ -21,7 +24,18 @@ export interface BrokerServerOptions {
   maxConnections?: number;
   /** Who is at the other end (SO_PEERCRED); absent means unknown. */
   peerCredentials?: (socket: net.Socket) => Peer | undefined;
+  /**
+   * Writes `data` with `fd` attached (SCM_RIGHTS) on the socket, returning the bytes
+   * sent; for `FD` answers (default: the addon's sendWithFd on the socket's fd).
+   */
+  sendWithFd?: (socket: net.Socket, data: Buffer, fd: number) => number;
   logger?: Logger;
+}
+
+/** An answer line that carries a descriptor the broker opened (the `FD` answer). */
+interface FdAnswer {
+  line: string;
+  fd: number;
 }
 
 const DEFAULTS = {
@@ -32,18 +46,26 @@ const DEFAULTS = {
   maxConnections: 512,
 };
 
+/** A full socket (EAGAIN) is retried this many times, waiting longer each time (about 10 s in all). */
+const FD_SEND_ATTEMPTS = 200;
+const FD_SEND_MAX_WAIT_MS = 50;
+
+const sendWithNativeFd = (socket: net.Socket, data: Buffer, fd: number) => native().sendWithFd(socketFd(socket), data, fd);
+
 /**
  * The broker's Unix socket: both wire protocols on one socket, one line in, one line
  * out, answered in order per connection, many connections at once.
  */
 export class BrokerServer {
-  readonly #options: Required<Omit<BrokerServerOptions, 'peerCredentials' | 'logger'>> & Pick<BrokerServerOptions, 'peerCredentials'>;
+  readonly #options: Required<Omit<BrokerServerOptions, 'peerCredentials' | 'logger' | 'sendWithFd'>> & Pick<BrokerServerOptions, 'peerCredentials'>;
+  readonly #sendWithFd: (socket: net.Socket, data: Buffer, fd: number) => number;
   readonly #log: Logger;
   readonly #server: net.Server;
   readonly #sockets = new Set<net.Socket>();
 
   constructor(options: BrokerServerOptions) {
     this.#options = { ...DEFAULTS, ...options };
+    this.#sendWithFd = options.sendWithFd ?? sendWithNativeFd;
     this.#log = options.logger ?? options.broker.log;
     this.#server = net.createServer((socket) => this.#accept(socket));
     this.#server.maxConnections = this.#options.maxConnections;
@@ -86,9 +108,14 @@ export class BrokerServer {
     const splitter = new LineSplitter(this.#options.maxLineBytes);
     let queue: Promise<void> = Promise.resolve();
     let queued = 0;
-    const send = (line: string) => {
-      if (!socket.destroyed) socket.write(`${line}\n`);
+    // Settles once everything written so far has left Node; `closed` in case it never will.
+    let flushed: Promise<void> = Promise.resolve();
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const send = (line: string | Buffer) => {
+      if (socket.destroyed) return;
+      flushed = new Promise<void>((resolve) => socket.write(typeof line === 'string' ? `${line}\n` : line, () => resolve()));
     };
+    const sendFd = (answer: FdAnswer) => this.#passFd(socket, answer, () => Promise.race([flushed, closed]), send, log);
     const refreshTimeout = () => {
       socket.setTimeout(splitter.pendingBytes > 0 ? this.#options.partialLineTimeoutMs : this.#options.idleTimeoutMs);
     };
@@ -117,14 +144,49 @@ export class BrokerServer {
         queue = queue.then(async () => {
           const answer = await this.#answer(line, peer, log);
           queued -= 1;
-          send(answer);
+          if (typeof answer === 'string') send(answer);
+          else await sendFd(answer);
         });
       }
     });
   }
 
+  /**
+   * An `FD` answer: its line goes out with the descriptor attached, by a sendmsg of our
+   * own on the socket's fd. Node may still hold earlier answers for this connection, so
+   * we wait until they have left (or our bytes would overtake them); the answers after
+   * this one wait for us in the connection's queue. The broker's copy of the descriptor
+   * is closed whatever happens. A connection we cannot hand the fd to is closed: its
+   * client would otherwise wait for an answer that never comes.
+   */
+  async #passFd(socket: net.Socket, answer: FdAnswer, flushed: () => Promise<void>, send: (rest: Buffer) => void, log: Logger): Promise<void> {
+    try {
+      await flushed();
+      if (socket.destroyed) return;
+      const data = Buffer.from(`${answer.line}\n`);
+      let sent = 0;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          sent = this.#sendWithFd(socket, data, answer.fd);
+          break;
+        } catch (error) {
+          if (errnoOf(error) !== 'EAGAIN' || attempt >= FD_SEND_ATTEMPTS || socket.destroyed) throw error;
+          await sleep(Math.min(attempt, FD_SEND_MAX_WAIT_MS));
+        }
+      }
+      // The fd went with the first byte; whatever did not fit follows as plain bytes.
+      if (sent < data.length) send(data.subarray(sent));
+      log.debug({ phase: 'ipc-token' }, 'passed a granted fd');
+    } catch (error) {
+      log.warn({ phase: 'ipc-token', err: error }, 'could not pass a granted fd; closing the connection');
+      socket.destroy();
+    } finally {
+      closeSync(answer.fd);
+    }
+  }
+
   /** One line in, one line out. Never throws: a failure is an answer. */
-  async #answer(raw: Buffer, peer: Peer | undefined, log: Logger): Promise<string> {
+  async #answer(raw: Buffer, peer: Peer | undefined, log: Logger): Promise<string | FdAnswer> {
     const valid = isUtf8(raw);
     const text = raw.toString('utf8').replace(/\r$/, '');
     try {
@@ -137,7 +199,8 @@ export class BrokerServer {
         }
         const outcome = await this.#options.broker.handle(parsed.request);
         log.debug({ phase: 'ipc-token', path: outcome.request?.targets[0]?.path, normalisedPath: outcome.targets[0]?.resolved, decision: outcome.wireDecision }, 'token request');
-        return formatTextAnswer(outcome);
+        const fd = textAnswerFd(outcome);
+        return fd === undefined ? formatTextAnswer(outcome) : { line: formatTextAnswer(outcome), fd };
       }
       if (!valid) return JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8'));
       const parsed = parseJsonRequest(text, peer);

@@ -50,6 +50,15 @@ export interface NativeBinding {
 
   /** Asks the running kernel what it supports (forks two short-lived probe children). */
   probeKernel(): KernelProbe;
+
+  /**
+   * One non-blocking sendmsg on a connected Unix stream socket: `data` (not empty) with
+   * `fd` attached (SCM_RIGHTS) to its first byte. Returns the bytes sent (the rest is
+   * the caller's to send, without the fd); throws EAGAIN when the socket is full. The
+   * caller keeps `fd` (the receiver gets its own copy). On a socket that Node also
+   * writes to, call it only when Node has nothing queued, or the bytes overtake.
+   */
+  sendWithFd(socketFd: number, data: Buffer, fd: number): number;
 }
 
 /** Every function name of the binding; the Record type makes the compiler check it is complete. */
@@ -69,6 +78,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   utimesAt: true,
   openNoSymlinks: true,
   probeKernel: true,
+  sendWithFd: true,
 };
 
 export const BINDING_FUNCTION_NAMES: readonly string[] = Object.freeze(Object.keys(bindingFunctions));

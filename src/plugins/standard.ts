@@ -2,6 +2,7 @@ import type { BrokerPlugin } from '../core/index.js';
 import { ApprovalPlugin, type ApprovalOptions } from './approval.js';
 import { AuditPlugin, type AuditOptions } from './audit.js';
 import { CommandPrebackupPlugin } from './command-prebackup/index.js';
+import { FdGrantPlugin } from './fd-grant.js';
 import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
@@ -50,6 +51,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
       ...(options.deleteMode ? { defaultDeleteMode: options.deleteMode } : {}),
       ...(options.trashEnv ? { env: options.trashEnv } : {}),
     }),
+    new FdGrantPlugin(),
     new SandboxTokenPlugin(),
     new CommandPrebackupPlugin(),
     new AuditPlugin(options.audit),

@@ -12,6 +12,10 @@
  * Exit codes: the command's own; 125 broker channel lost (command killed); 126 sandbox
  * could not be set up (nothing ran); 127 program not found.
  * The wire protocol is specified in native/sandbox/PROTOCOL.md.
+ *
+ * `spawnPreloaded` (preload.ts) starts the fallback runtime instead: the same launcher
+ * in `--mode preload`, Landlock where the kernel has it, and the brokered-preload
+ * library asking the broker over its socket from inside each dynamically linked program.
  */
 export {
   serveKernelChannel,
@@ -43,3 +47,13 @@ export {
   type SandboxedProcess,
   type SpawnSandboxedOptions,
 } from './spawn.js';
+export {
+  PRELOAD_LIBRARY,
+  locatePreloadLibrary,
+  preloadArgs,
+  preloadLibraryCandidates,
+  spawnPreloaded,
+  type PreloadedProcess,
+  type SpawnPreloadedOptions,
+} from './preload.js';
+export { NoRuntime, RUNTIMES, chooseRuntime, type RuntimeChoice, type RuntimeName, type RuntimeProbes } from './runtime.js';

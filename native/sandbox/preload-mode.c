@@ -1,0 +1,221 @@
+/*
+ * brokered-sandbox --mode preload: the launcher of the preload runtime, for hosts
+ * without seccomp user notification (and for benchmarks of the reference's per-call
+ * IPC model).
+ *
+ *   brokered-sandbox --mode preload --preload LIB [--writable DIR]... [--write-dev PATH]...
+ *                    -- PROGRAM [ARGS...]
+ *
+ *   --preload LIB    the brokered-preload library, put first in LD_PRELOAD of PROGRAM
+ *   --writable DIR   a directory the program may change (the workspace, the writable
+ *                    roots, its temp dir): the library makes the real call there after
+ *                    the broker answered SANDBOX
+ *   --write-dev PATH another device (or directory of devices) below /dev it may write
+ *   --no-landlock    run without Landlock, as on a kernel that lacks it (for benchmarks of
+ *                    the reference's model and for tests of the advisory case)
+ *
+ * The program runs without capabilities, with no_new_privs, under a Landlock domain
+ * that lets it read and execute everywhere but write only the --writable dirs and a few
+ * devices; with ABI 6 it also cannot signal processes outside it. Where Landlock is
+ * missing the program runs without it, and we say so once on stderr: the library's
+ * checks are then advisory. There is no supervisor: we exec the program ourselves.
+ *
+ * Exit status: the program's; 126 when the runtime cannot be set up (nothing ran);
+ * 127 when the program cannot be found.
+ */
+#include "preload-mode.h"
+
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct preload_config {
+  const char *library;
+  const char *writable[BSH_MAX_LIST];
+  size_t n_writable;
+  const char *write_dev[BSH_MAX_LIST];
+  size_t n_write_dev;
+  bool no_landlock;
+  char **argv;
+};
+
+#define FS_READ_EXEC (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define FS_DEVICE_FILE \
+  (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
+#define FS_FILE_RIGHTS (FS_DEVICE_FILE | LANDLOCK_ACCESS_FS_EXECUTE)
+
+static const char *const k_devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"};
+
+static int fail(const char *fmt, const char *arg) {
+  fprintf(stderr, "%s: ", BSH_NAME);
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
+  return BSH_EXIT_SETUP;
+}
+
+/* Every fs right the running kernel knows: ABI 1 has bits 0-12, then REFER, TRUNCATE, IOCTL_DEV. */
+static uint64_t handled_fs(int abi) {
+  uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  return all;
+}
+
+static int add_rule(int ruleset, const char *path, uint64_t access, bool optional, char *err, size_t errlen) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    if (optional && errno == ENOENT) return 0;
+    snprintf(err, errlen, "cannot open %s for a Landlock rule: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) access &= FS_FILE_RIGHTS;
+  struct landlock_path_beneath_attr attr = {.allowed_access = access, .parent_fd = fd};
+  int rc = (int)syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
+  int saved = errno;
+  close(fd);
+  if (rc != 0) {
+    snprintf(err, errlen, "Landlock rule for %s refused: %s", path, strerror(saved));
+    return -1;
+  }
+  return 0;
+}
+
+/* Applies the domain for ABI `abi` (>= 1). */
+static int apply_landlock(const struct preload_config *cfg, int abi, char *err, size_t errlen) {
+  uint64_t fs = handled_fs(abi);
+  struct bsh_landlock_ruleset_attr rs = {.handled_access_fs = fs, .handled_access_net = 0, .scoped = 0};
+  /* The attribute grew with the ABI: older kernels accept only the fields they know. */
+  size_t size = sizeof rs.handled_access_fs;
+  if (abi >= 4) size += sizeof rs.handled_access_net;
+  if (abi >= 6) {
+    rs.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+    size += sizeof rs.scoped;
+  }
+  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &rs, size, 0);
+  if (ruleset < 0) {
+    snprintf(err, errlen, "cannot create a Landlock ruleset: %s", strerror(errno));
+    return -1;
+  }
+  int rc = add_rule(ruleset, "/", FS_READ_EXEC, false, err, errlen);
+  for (size_t i = 0; rc == 0 && i < cfg->n_writable; i++) rc = add_rule(ruleset, cfg->writable[i], fs, false, err, errlen);
+  for (size_t i = 0; rc == 0 && i < sizeof k_devices / sizeof k_devices[0]; i++)
+    rc = add_rule(ruleset, k_devices[i], FS_DEVICE_FILE & fs, true, err, errlen);
+  for (size_t i = 0; rc == 0 && i < cfg->n_write_dev; i++)
+    rc = add_rule(ruleset, cfg->write_dev[i], FS_DEVICE_FILE & fs, false, err, errlen);
+  if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
+    snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
+    rc = -1;
+  }
+  close(ruleset);
+  return rc;
+}
+
+static int check_dir(const char *arg) {
+  struct stat st;
+  if (arg[0] != '/' || stat(arg, &st) != 0 || !S_ISDIR(st.st_mode))
+    return fail("--writable %s must be an existing directory, named by an absolute path", arg);
+  if (strcmp(arg, "/") == 0) return fail("--writable %s would make everything writable", arg);
+  return 0;
+}
+
+static int check_dev(const char *arg) {
+  struct stat st;
+  if (stat(arg, &st) != 0 || !bsh_path_under(arg, "/dev") || strcmp(arg, "/dev") == 0 || bsh_has_dotdot(arg) ||
+      S_ISBLK(st.st_mode) || S_ISREG(st.st_mode))
+    return fail("--write-dev %s must be a character device, FIFO or directory below /dev", arg);
+  return 0;
+}
+
+static int parse(int argc, char **argv, struct preload_config *cfg) {
+  int i = 0;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    bool has_value = i + 1 < argc;
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "--preload") == 0 && has_value) {
+      cfg->library = argv[++i];
+    } else if (strcmp(a, "--writable") == 0 && has_value) {
+      if (cfg->n_writable == BSH_MAX_LIST) return fail("too many --writable dirs (%s)", argv[i + 1]);
+      if (check_dir(argv[++i]) != 0) return BSH_EXIT_SETUP;
+      cfg->writable[cfg->n_writable++] = argv[i];
+    } else if (strcmp(a, "--no-landlock") == 0) {
+      cfg->no_landlock = true;
+    } else if (strcmp(a, "--write-dev") == 0 && has_value) {
+      if (cfg->n_write_dev == BSH_MAX_LIST) return fail("too many --write-dev paths (%s)", argv[i + 1]);
+      if (check_dev(argv[++i]) != 0) return BSH_EXIT_SETUP;
+      cfg->write_dev[cfg->n_write_dev++] = argv[i];
+    } else {
+      fprintf(stderr,
+              "usage: %s --mode preload --preload LIB [--writable DIR]... [--write-dev PATH]... [--no-landlock] -- PROGRAM "
+              "[ARGS...]\n",
+              BSH_NAME);
+      return fail("unknown or incomplete option %s", a);
+    }
+  }
+  struct stat st;
+  if (!cfg->library || cfg->library[0] != '/' || stat(cfg->library, &st) != 0 || !S_ISREG(st.st_mode))
+    return fail("--preload %s must name the preload library by an absolute path", cfg->library ? cfg->library : "(missing)");
+  /* LD_PRELOAD splits on spaces and colons: such a path would load something else. */
+  if (strpbrk(cfg->library, " :\t\n")) return fail("--preload %s: the path may not contain spaces or colons", cfg->library);
+  if (i >= argc) return fail("%s", "no PROGRAM given");
+  cfg->argv = argv + i;
+  return 0;
+}
+
+static int prepend_preload(const char *library) {
+  const char *existing = getenv("LD_PRELOAD");
+  size_t len = strlen(library) + (existing ? strlen(existing) + 1 : 0) + 1;
+  char *value = malloc(len);
+  if (!value) return -1;
+  snprintf(value, len, "%s%s%s", library, existing && *existing ? " " : "", existing ? existing : "");
+  int rc = setenv("LD_PRELOAD", value, 1);
+  free(value);
+  return rc;
+}
+
+int bsh_preload_main(int argc, char **argv) {
+  struct preload_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  int rc = parse(argc, argv, &cfg);
+  if (rc != 0) return rc;
+  char err[768];
+  pid_t parent = getppid();
+  /* If the broker's process dies, nobody answers the library: the command goes with it. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent)
+    return fail("%s", "the broker went away during setup");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("cannot set no_new_privs: %s", strerror(errno));
+  if (bsh_caps_drop_all(err, sizeof err) != 0) return fail("%s", err);
+  int abi = cfg.no_landlock ? 0 : bsh_landlock_abi();
+  if (abi >= 1) {
+    if (apply_landlock(&cfg, abi, err, sizeof err) != 0) return fail("%s", err);
+  } else {
+    const char *why = cfg.no_landlock ? "turned off with --no-landlock" : abi == -EOPNOTSUPP ? "disabled at boot" : strerror(-abi);
+    fprintf(stderr,
+            "%s: Landlock is not available here (%s); the preload runtime runs without it, so its checks are "
+            "advisory: a program the library does not reach can write wherever this user can\n",
+            BSH_NAME, why);
+  }
+  if (prepend_preload(cfg.library) != 0) return fail("cannot set LD_PRELOAD: %s", strerror(errno));
+  execvp(cfg.argv[0], cfg.argv);
+  int saved = errno;
+  fprintf(stderr, "%s: cannot execute %s: %s\n", BSH_NAME, cfg.argv[0], strerror(saved));
+  return saved == ENOENT ? 127 : 126;
+}

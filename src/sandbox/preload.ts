@@ -1,0 +1,120 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants, existsSync } from 'node:fs';
+import path from 'node:path';
+import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { findPackageRoot } from '../native/loader.js';
+import { locateSandboxBinary } from './locate.js';
+import type { SandboxExit, SandboxStdio } from './spawn.js';
+
+/**
+ * The preload runtime: the fallback where seccomp user notification is missing, and the
+ * reference's eager per-call IPC model for side-by-side benchmarks. The launcher
+ * (`brokered-sandbox --mode preload`) drops capabilities, applies Landlock where the
+ * kernel has it (read everywhere, write only the writable dirs and a few devices) and
+ * execs the command with the brokered-preload library first in LD_PRELOAD. The library
+ * asks the broker over `BROKERED_SHELL_SOCKET` before every modifying libc call of a
+ * dynamically linked program (see native/preload/preload.h).
+ */
+
+/** The library's file name; node-gyp builds it next to the addon. */
+export const PRELOAD_LIBRARY = 'brokered-preload.so';
+const BUILD_DIRS = ['build/Release', 'build/Debug'] as const;
+
+/** The library paths tried under the package root, in order. */
+export function preloadLibraryCandidates(root: string): string[] {
+  return BUILD_DIRS.map((dir) => path.join(root, dir, PRELOAD_LIBRARY));
+}
+
+/**
+ * The built brokered-preload library of this package (from the package root, never
+ * from a search path). Throws NATIVE_UNAVAILABLE naming every path tried.
+ */
+export function locatePreloadLibrary(root: string = findPackageRoot()): string {
+  const tried: { path: string; reason: string }[] = [];
+  for (const candidate of preloadLibraryCandidates(root)) {
+    if (!existsSync(candidate)) {
+      tried.push({ path: candidate, reason: 'not found' });
+      continue;
+    }
+    try {
+      accessSync(candidate, constants.R_OK);
+      return candidate;
+    } catch {
+      tried.push({ path: candidate, reason: 'not readable' });
+    }
+  }
+  throw new BrokerError(
+    ErrorCodes.NATIVE_UNAVAILABLE,
+    [
+      `the ${PRELOAD_LIBRARY} library was not found; tried:`,
+      ...tried.map((attempt) => `  ${attempt.path}: ${attempt.reason}`),
+      'Build it with `npm run build` (or `npx node-gyp rebuild`) in the package root.',
+    ].join('\n'),
+    { details: { root, tried } },
+  );
+}
+
+export interface SpawnPreloadedOptions {
+  /** Program and arguments; the program is looked up in env.PATH by the launcher. */
+  argv: readonly string[];
+  cwd: string;
+  /**
+   * Environment of the command; it must name the broker (BROKERED_SHELL_SOCKET,
+   * BROKERED_SHELL_SESSION_ID, …) or the library refuses every write it sees.
+   */
+  env: NodeJS.ProcessEnv;
+  /** Directories the command may write itself after the broker said SANDBOX. Must exist. */
+  writableDirs: readonly string[];
+  /** Devices beyond /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/pts the command may write. */
+  writeDevs?: readonly string[];
+  /**
+   * false: no Landlock even where the kernel has it (the launcher says so on stderr) —
+   * the reference's model alone, for benchmarks. `run` never turns it off.
+   */
+  landlock?: boolean;
+  stdio?: readonly [SandboxStdio, SandboxStdio, SandboxStdio];
+  /** Overrides for the launcher and the library (default: this package's builds). */
+  binaryPath?: string;
+  libraryPath?: string;
+}
+
+export interface PreloadedProcess {
+  /** The command itself (the launcher execs it). */
+  child: ChildProcess;
+  exit: Promise<SandboxExit>;
+}
+
+/** The launcher's arguments for the preload runtime (exported for diagnostics). */
+export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writableDirs' | 'writeDevs' | 'landlock'> & { library: string }): string[] {
+  if (options.argv.length === 0) throw new RangeError('argv must name a program');
+  return [
+    '--mode',
+    'preload',
+    '--preload',
+    options.library,
+    ...options.writableDirs.flatMap((dir) => ['--writable', dir]),
+    ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
+    ...(options.landlock === false ? ['--no-landlock'] : []),
+    '--',
+    ...options.argv,
+  ];
+}
+
+/** Runs a command in the preload runtime. Exit status: the command's; 126 setup failed; 127 not found. */
+export function spawnPreloaded(options: SpawnPreloadedOptions): PreloadedProcess {
+  const binary = options.binaryPath ?? locateSandboxBinary();
+  const library = options.libraryPath ?? locatePreloadLibrary();
+  const [stdin, stdout, stderr] = options.stdio ?? ['inherit', 'inherit', 'inherit'];
+  const child = spawn(binary, preloadArgs({ ...options, library }), {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: [stdin, stdout, stderr],
+  });
+  const exit = new Promise<SandboxExit>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+  // Callers that never await `exit` must not crash the process on a spawn error.
+  exit.catch(() => undefined);
+  return { child, exit };
+}
