@@ -101,6 +101,18 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
       ),
     );
 
+  // config: the configuration files (src/cli/config.ts).
+  const config = program.command('config').description('the configuration: <home>/config.json, narrowed by the project\'s .brokered-shell.json');
+  config
+    .command('schema')
+    .description('print the JSON Schema of the configuration')
+    .action(act(async () => (await import('./config.js')).schemaCommand(io)));
+  config
+    .command('show')
+    .description('print the effective configuration for a workspace as JSON')
+    .option('--workspace <dir>', 'the project whose .brokered-shell.json applies (default: the current directory)')
+    .action(act(async (options: { workspace?: string }) => (await import('./config.js')).showCommand(io, options)));
+
   program
     .command('doctor')
     .description('report what this kernel offers the sandbox')

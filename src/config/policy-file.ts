@@ -2,11 +2,15 @@ import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
+import { normaliseMaxSizeMB } from '../backup/settings.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
+import type { BrokeredShellConfig } from './schema.js';
 
 /**
  * The `--policy FILE` of `run` and `serve`: writable roots and file-safety rules.
  * Relative roots are taken from the workspace, so one policy file fits any checkout.
+ * A subset of the configuration (schema.ts) in its own older shape; `applyPolicyFile`
+ * below maps it onto the configuration.
  */
 export const policyFileSchema = z.strictObject({
   writableRoots: z.array(z.string().min(1)).default([]),
@@ -42,4 +46,34 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
   }
   const base = workspace || dirname(file);
   return { ...parsed.data, writableRoots: parsed.data.writableRoots.map((root) => (isAbsolute(root) ? root : resolve(base, root))) };
+}
+
+/**
+ * The policy file as an overlay on the configuration (config/schema.ts), for callers that
+ * build a session from both. It comes from the command line, so it is trusted like the
+ * home config, not narrowed like a project file: its roots and rules are added, its
+ * `outsideRoots` and `backup` values replace the configured ones.
+ *
+ *   writableRoots              → writableRoots (already made absolute by readPolicyFile)
+ *   rules                      → fileSafety.rules
+ *   outsideRoots               → fileSafety.outsideRoots
+ *   backup.enabled             → fileBackup.enabled
+ *   backup.fileBackupMaxSizeMB → fileBackup.maxSizeMB (clamped to the store's bounds)
+ *   backup.oversize            → fileBackup.oversize
+ */
+export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile): BrokeredShellConfig {
+  const backup = policy.backup ?? {};
+  return {
+    sandbox: { ...config.sandbox, excludedCommands: [...config.sandbox.excludedCommands] },
+    writableRoots: [...config.writableRoots, ...policy.writableRoots],
+    fileBackup: {
+      enabled: backup.enabled ?? config.fileBackup.enabled,
+      maxSizeMB: backup.fileBackupMaxSizeMB === undefined ? config.fileBackup.maxSizeMB : normaliseMaxSizeMB(backup.fileBackupMaxSizeMB),
+      oversize: backup.oversize ?? config.fileBackup.oversize,
+    },
+    fileSafety: {
+      rules: [...config.fileSafety.rules, ...policy.rules],
+      outsideRoots: policy.outsideRoots ?? config.fileSafety.outsideRoots,
+    },
+  };
 }

@@ -1,0 +1,94 @@
+import { z } from 'zod';
+import { FILE_BACKUP_MAX_SIZE_MB, oversizePolicySchema } from '../backup/settings.js';
+import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
+
+/**
+ * The whole configuration of brokered-shell, one schema. Every object is strict (an
+ * unknown key is an error, never ignored) and every field has a default, so `{}` — or no
+ * file at all — is a complete, safe configuration. Types come from the schema.
+ *
+ * Where it comes from (see load.ts): `<home>/config.json` says everything; the project's
+ * `.brokered-shell.json` may only narrow it (project.ts).
+ */
+
+/** The file in the store root (`$BROKERED_SHELL_HOME`, default `~/.brokered-shell`). */
+export const HOME_CONFIG_FILE = 'config.json';
+/** The file in the workspace. */
+export const PROJECT_CONFIG_FILE = '.brokered-shell.json';
+
+export const sandboxRuntimeSchema = z
+  .enum(['auto', 'seccomp', 'preload'])
+  .describe('How commands are confined: seccomp user notification + Landlock, the preload hook (fallback), or the best this kernel offers');
+export type SandboxRuntime = z.infer<typeof sandboxRuntimeSchema>;
+
+/**
+ * An absolute path. The home config has no directory its relative paths could be taken
+ * from (the same file serves every workspace), so a relative one is an error, not a guess.
+ */
+export const absoluteRootSchema = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^\//, 'must be an absolute path (a relative path has no base in this file; ~ is not expanded)')
+  .refine((value) => !value.includes('\0'), 'contains a NUL byte');
+
+export const sandboxConfigSchema = z.strictObject({
+  enabled: z.boolean().default(true).describe('Run commands in the kernel sandbox'),
+  excludedCommands: z
+    .array(z.string().min(1).max(1024))
+    .default([])
+    .describe('Commands that run outside the sandbox (only the home config may name them)'),
+  runtime: sandboxRuntimeSchema.default('auto'),
+});
+
+export const fileBackupConfigSchema = z.strictObject({
+  enabled: z.boolean().default(true).describe('Back up every existing file before a command changes it'),
+  maxSizeMB: z
+    .number()
+    .min(FILE_BACKUP_MAX_SIZE_MB.min)
+    .max(FILE_BACKUP_MAX_SIZE_MB.max)
+    .default(FILE_BACKUP_MAX_SIZE_MB.default)
+    .describe('Largest file backed up, in megabytes'),
+  oversize: oversizePolicySchema.default('deny').describe('A change to a file over the cap: refused (deny) or made without a content backup (skip)'),
+});
+
+export const fileSafetyConfigSchema = z.strictObject({
+  rules: z
+    .array(fileSafetyRuleSchema)
+    .default([])
+    .describe('Path rules: /absolute, ~/under-home or relative (any depth); among matching rules the most restrictive wins'),
+  outsideRoots: z.enum(['deny', 'prompt']).default('deny').describe('The answer for a write outside every writable root that no rule named'),
+});
+
+export const brokeredShellConfigSchema = z
+  .strictObject({
+    sandbox: sandboxConfigSchema.prefault({}),
+    writableRoots: z
+      .array(absoluteRootSchema)
+      .default([])
+      .describe('Absolute directories writable besides the workspace (home config only)'),
+    fileBackup: fileBackupConfigSchema.prefault({}),
+    fileSafety: fileSafetyConfigSchema.prefault({}),
+  })
+  .meta({
+    title: 'brokered-shell configuration',
+    description: `${HOME_CONFIG_FILE} in the brokered-shell home; a project's ${PROJECT_CONFIG_FILE} may only narrow it`,
+  });
+
+/** The configuration after defaults: what a session is given. */
+export type BrokeredShellConfig = z.infer<typeof brokeredShellConfigSchema>;
+/** What a file (or a caller) may write: every field optional. */
+export type BrokeredShellConfigInput = z.input<typeof brokeredShellConfigSchema>;
+
+/** The configuration when no file says anything. */
+export function defaultConfig(): BrokeredShellConfig {
+  return brokeredShellConfigSchema.parse({});
+}
+
+/**
+ * The JSON Schema of a config file (input side: fields with defaults are optional), for
+ * editors and for `brokered-shell config schema`.
+ */
+export function configJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(brokeredShellConfigSchema, { io: 'input' }) as Record<string, unknown>;
+}

@@ -1,0 +1,46 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { cli, tempDir } from '../cli/helpers.js';
+
+// The real CLI process (dist/, built with `npx tsc -p tsconfig.build.json`).
+
+describe('brokered-shell config', () => {
+  it('schema prints the JSON Schema of the configuration', async () => {
+    const result = cli(['config', 'schema'], { home: await tempDir('bsh-config-cli-') });
+    expect(result.status).toBe(0);
+    expect(result.stderr).toBe('');
+    const schema = JSON.parse(result.stdout) as { $schema: string; type: string; properties: Record<string, unknown>; additionalProperties: boolean };
+    expect(schema.$schema).toMatch(/json-schema\.org/);
+    expect(schema).toMatchObject({ type: 'object', additionalProperties: false });
+    expect(Object.keys(schema.properties).sort()).toEqual(['fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+  });
+
+  it('show prints the effective configuration of a workspace, and says which files it read', async () => {
+    const home = await tempDir('bsh-config-cli-');
+    const ws = path.join(home, 'ws');
+    mkdirSync(ws);
+    writeFileSync(path.join(home, 'config.json'), JSON.stringify({ writableRoots: ['/opt/cache'], fileBackup: { enabled: false } }));
+    writeFileSync(path.join(ws, '.brokered-shell.json'), JSON.stringify({ fileBackup: { enabled: true }, fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }] } }));
+    const result = cli(['config', 'show', '--workspace', ws], { home });
+    expect(result.status).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
+      writableRoots: ['/opt/cache'],
+      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny' },
+      fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
+    });
+    expect(result.stderr).toContain(path.join(home, 'config.json'));
+    expect(result.stderr).toContain(path.join(ws, '.brokered-shell.json'));
+  });
+
+  it('show fails with status 1 and the friendly message when a file is invalid', async () => {
+    const home = await tempDir('bsh-config-cli-');
+    writeFileSync(path.join(home, '.brokered-shell.json'), JSON.stringify({ writableRoots: ['/'] }));
+    const result = cli(['config', 'show', '--workspace', home], { home });
+    expect(result.status).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain(`${path.join(home, '.brokered-shell.json')}:\n    - writableRoots: refused: a repository may not make more paths writable`);
+    expect(result.stderr).toContain('[BSH_INVALID_OPTIONS]');
+  });
+});
