@@ -5,7 +5,8 @@ export { SessionGuardPlugin } from './plugins/session-guard.js';
 export { PathResolutionPlugin } from './plugins/path-resolution/index.js';
 export { FileSafetyPlugin, evaluateFileSafety, type FileSafetyOptions, type FileSafetyRule } from './plugins/file-safety/index.js';
 export { ApprovalPlugin, type PromptBlock } from './plugins/approval.js';
-export { ModifyBackupPlugin } from './plugins/modify-backup/index.js';
+export { ModifyBackupPlugin, getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './plugins/modify-backup/index.js';
+export { SessionGrantsPlugin, type SessionGrant, type GrantableBlock } from './plugins/session-grants.js';
 export { HostOperationsPlugin } from './plugins/host-operations/index.js';
 export { SandboxTokenPlugin } from './plugins/sandbox-token.js';
 export { CommandPrebackupPlugin } from './plugins/command-prebackup/index.js';
@@ -13,3 +14,4 @@ export { AuditPlugin, getAuditHooks, type AuditRecord, type AuditHooks } from '.
 export { BrokerServer, type BrokerServerOptions } from './ipc/server.js';
 export { operationTargets, openTargets } from './requests/targets.js';
 export { BackupHome, SessionBackupStore, resolveHome, type TurnManifest, type BackupEntry, type RestoreReport } from './backup/index.js';
+export * from './agent/index.js';

@@ -30,17 +30,25 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
 
   program
     .command('run')
-    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox)')
+    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox, 77: needs approval)')
     .argument('<command>', 'the shell command (put it after --)')
     .option('--workspace <dir>', 'working directory and writable root (default: the current directory)')
     .option('--session <id>', 'session the turn belongs to (default: a new one)')
     .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
     .option('--message <msg>', 'turn message (default: the command)')
     .option('--no-backup', 'enforce the policy but keep no backups')
+    .option('--yes', 'approve what needs approval (then the command runs again, brokered); for scripts')
+    .addOption(new Option('--no', 'refuse what needs approval without asking; for scripts').conflicts('yes'))
+    .addOption(
+      new Option('--runtime <runtime>', 'seccomp (kernel, every program) or preload (LD_PRELOAD library, dynamically linked programs); default: seccomp where the kernel supports it, else preload').choices([
+        'seccomp',
+        'preload',
+      ]),
+    )
     .addOption(logFormat())
     .addOption(logLevel('error'))
     .action(
-      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean } & LogOptions) => {
+      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean; runtime?: 'seccomp' | 'preload'; yes?: boolean; no?: boolean } & LogOptions) => {
         const { runCommand } = await import('./run.js');
         return runCommand(io, command, options, await logger(options));
       }),

@@ -8,6 +8,7 @@ import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
 import { SandboxTokenPlugin } from './sandbox-token.js';
+import { SessionGrantsPlugin } from './session-grants.js';
 import { SessionGuardPlugin } from './session-guard.js';
 
 export interface StandardPluginsOptions {
@@ -46,6 +47,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
       ...home,
     }),
     new ApprovalPlugin(options.approval),
+    // Empty until the owner grants what a person approved (one instance per broker).
+    new SessionGrantsPlugin(),
     new ModifyBackupPlugin({ home: options.home, ...options.backup }),
     new HostOperationsPlugin({
       ...(options.deleteMode ? { defaultDeleteMode: options.deleteMode } : {}),

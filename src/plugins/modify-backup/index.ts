@@ -8,11 +8,15 @@ import {
   type BrokerPlugin,
   type Origin,
 } from '../../core/index.js';
+import type { BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type OpenStoreOptions } from '../../backup/session-store.js';
 import { normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
 import { affectedFiles, createdPaths } from './affected-files.js';
+import { getModifyBackupHooks, type BackedUpInfo } from './hooks.js';
+
+export { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
 
 export const modifyBackupOptionsSchema = z.strictObject({
   /** Store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`). */
@@ -51,16 +55,24 @@ export class ModifyBackupPlugin implements BrokerPlugin {
    * that never existed before the turn.
    */
   #createdInTurn = new Map<string, Set<string>>();
+  /**
+   * Whether backups are taken, as the options and the last EnableModifyBackup said. Off
+   * needs no store: an owner that cannot open the store turns backup off for the turn
+   * (changes then proceed without backups) rather than leave it half open.
+   */
+  #enabled: boolean;
 
   constructor(options: ModifyBackupOptions, storeOptions: Partial<OpenStoreOptions> = {}) {
     this.#options = parseOptions(this.name, modifyBackupOptionsSchema, options);
     this.#storeOptions = storeOptions;
+    this.#enabled = this.#options.enabled;
   }
 
   /** The session's store, opened on first use; a failed open is retried next time. */
   store(broker: Broker): Promise<SessionBackupStore> {
     if (!this.#store) {
-      const { enabled, fileBackupMaxSizeMB, oversize } = this.#options;
+      const { fileBackupMaxSizeMB, oversize } = this.#options;
+      const enabled = this.#enabled;
       this.#store = SessionBackupStore.open({
         metadata: nativeMetadataOps(),
         ...this.#storeOptions,
@@ -83,7 +95,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const created = this.#created(turnId);
       for (const path of createdPaths(resolved)) created.add(path);
       const paths = (await affectedFiles(resolved)).filter((path) => !created.has(path));
-      if (paths.length === 0) return;
+      if (paths.length === 0 || !this.#enabled) return;
       const store = await this.#openOrFail(broker);
       if (!store.enabled) return;
       const { request } = resolved;
@@ -96,12 +108,21 @@ export class ModifyBackupPlugin implements BrokerPlugin {
           ...(request.traceId ? { traceId: request.traceId } : {}),
         });
         log.info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
+        if (entry) {
+          this.#publish(broker, entry, {
+            turnId,
+            operation: request.operation,
+            requestId: context.requestId,
+            origin: request.origin,
+            ...(request.toolCallId ? { toolCallId: request.toolCallId } : {}),
+          });
+        }
       }
     });
 
     broker.hooks.turnStarted.tapPromise(this.name, async (turn) => {
       const store = await this.store(broker).catch(() => undefined);
-      if (store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
+      if (this.#enabled && store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
     });
 
     broker.hooks.turnCommitted.tap(this.name, (turn) => void this.#createdInTurn.delete(turn.id));
@@ -116,8 +137,16 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     });
 
     broker.hooks.control.for('EnableModifyBackup').tapPromise(this.name, async (payload) => {
+      const requested = normaliseBackupSettings(payload);
+      if (!requested.enabled) {
+        // Turning backup off always succeeds, store or no store.
+        this.#enabled = false;
+        const store = await this.store(broker).catch(() => undefined);
+        return { ok: true, ...(store ? store.configure(requested) : requested), storeAvailable: store !== undefined };
+      }
       const store = await this.#openOrFail(broker);
-      const settings = store.configure(normaliseBackupSettings(payload));
+      const settings = store.configure(requested);
+      this.#enabled = true;
       const turn = broker.currentTurn;
       if (settings.enabled && turn) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
       return { ok: true, ...settings };
@@ -128,9 +157,11 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       if (typeof targetPath !== 'string' || !targetPath.startsWith('/')) {
         return { ok: false, error: 'ModifyBackup needs an absolute targetPath', errorCode: ErrorCodes.BAD_REQUEST };
       }
+      if (!this.#enabled) return { ok: true, backedUp: false };
       const store = await this.#openOrFail(broker);
       const turn = await broker.beginTurn();
       const entry = await store.backup(targetPath, { turnId: turn.id, operation: 'modify' });
+      if (entry) this.#publish(broker, entry, { turnId: turn.id, operation: 'modify' });
       return { ok: true, backedUp: entry !== undefined };
     });
 
@@ -139,6 +170,15 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const turn = await broker.commitTurn(message);
       return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0 };
     });
+  }
+
+  #publish(broker: Broker, entry: BackupEntry, info: BackedUpInfo): void {
+    try {
+      getModifyBackupHooks(broker).backedUp.call(entry, info);
+    } catch (error) {
+      // The backup is made; a listener's failure must not turn it into a denial.
+      broker.log.error({ phase: 'backup', err: error, path: entry.path }, 'a backedUp listener failed');
+    }
   }
 
   #created(turnId: string): Set<string> {

@@ -1,0 +1,78 @@
+import type { Broker, Logger } from '../core/index.js';
+import { kernelBridge } from '../sandbox/kernel-bridge.js';
+import { spawnPreloaded } from '../sandbox/preload.js';
+import { spawnSandboxed } from '../sandbox/spawn.js';
+import { BROKER_ENV } from './env.js';
+import { SandboxUnavailableError } from './errors.js';
+import { killTree } from './process-tree.js';
+import type { CommandStdio, StartedCommand } from './run-process.js';
+import type { SandboxResources } from './session-setup.js';
+
+export interface SandboxedStart {
+  broker: Broker;
+  log: Logger;
+  sandbox: SandboxResources;
+  argv: readonly string[];
+  cwd: string;
+  /** The command's environment before the broker's variables are added. */
+  env: NodeJS.ProcessEnv;
+  /** This call's own temp dir (TMPDIR, freely writable). */
+  scratch: string;
+  writableRoots: readonly string[];
+  toolCallId: string;
+  traceId: string;
+  stdio: CommandStdio;
+}
+
+/**
+ * Start a command in the session's runtime. seccomp: the launcher's supervisor asks the
+ * broker about every modifying syscall (kernelBridge) and, when its command ends or is
+ * killed, kills everything the command left; killing the command's tree is therefore
+ * enough to stop it all. preload: the library inside the command asks over the socket;
+ * the launcher execs the command itself, so its tree is killed directly.
+ */
+export function startSandboxed(start: SandboxedStart): StartedCommand {
+  const { sandbox, broker, toolCallId, traceId } = start;
+  const env: NodeJS.ProcessEnv = {
+    ...start.env,
+    TMPDIR: start.scratch,
+    [BROKER_ENV.socket]: sandbox.socketPath,
+    [BROKER_ENV.sessionId]: broker.sessionId,
+    [BROKER_ENV.toolCallId]: toolCallId,
+    [BROKER_ENV.traceId]: traceId,
+  };
+  delete env[BROKER_ENV.runtime];
+  try {
+    if (sandbox.runtime.runtime === 'preload') {
+      const started = spawnPreloaded({
+        argv: start.argv,
+        cwd: start.cwd,
+        env: { ...env, [BROKER_ENV.runtime]: 'preload' },
+        writableDirs: start.writableRoots,
+        stdio: start.stdio,
+      });
+      const pid = started.child.pid;
+      return { child: started.child, exit: launcherExit(started.exit), killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })) };
+    }
+    const started = spawnSandboxed({
+      argv: start.argv,
+      cwd: start.cwd,
+      env,
+      scratchDirs: [start.scratch],
+      onRequest: kernelBridge(broker, { toolCallId, traceId }),
+      onProtocolError: (reason) => start.log.error({ phase: 'kernel', reason, toolCallId }, 'supervisor channel problem'),
+      stdio: start.stdio,
+    });
+    const pid = started.child.pid;
+    // The launcher itself stays: it sees its command die, kills the rest and exits.
+    return { child: started.child, exit: launcherExit(started.exit), killTree: () => void (pid !== undefined && killTree(pid)) };
+  } catch (error) {
+    throw new SandboxUnavailableError(`cannot start the launcher: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
+function launcherExit(exit: Promise<{ code: number | null; signal: string | null }>): Promise<{ code: number | null; signal: string | null }> {
+  return exit.catch((error: unknown) => {
+    throw new SandboxUnavailableError(`the launcher did not start: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  });
+}

@@ -1,0 +1,117 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { resolveHome } from '../backup/layout.js';
+import { BrokerError } from '../core/errors.js';
+import { silentLogger, type Broker, type Logger } from '../core/index.js';
+import { BrokerServer } from '../ipc/server.js';
+import { native, socketFd } from '../native/index.js';
+import { standardPlugins } from '../plugins/standard.js';
+import { completeSessionConfig, type SessionConfig } from './config.js';
+import { createBroker } from './create-broker.js';
+import { SandboxUnavailableError } from './errors.js';
+import { selectRuntime, type RuntimeChoice } from './runtime.js';
+import { SOCKET_NAME, makeSocketDir } from './socket-dir.js';
+import type { SandboxSessionOptions } from './types.js';
+
+export const newId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+
+/** What the sandbox needs while the session lives; absent when the sandbox is disabled. */
+export interface SandboxResources {
+  runtime: RuntimeChoice;
+  socketPath: string;
+  /** Each call gets its own temp dir below this one (a writable root). */
+  scratchBase: string;
+}
+
+export interface SessionResources {
+  sessionId: string;
+  workspace: string;
+  config: SessionConfig;
+  log: Logger;
+  env: NodeJS.ProcessEnv;
+  broker: Broker;
+  writableRoots: string[];
+  sandbox: SandboxResources | undefined;
+  /** Undo what was set up, in reverse order. */
+  release(): Promise<void>;
+}
+
+async function step<T>(what: string, action: () => Promise<T>): Promise<T> {
+  try {
+    return await action();
+  } catch (error) {
+    const message = error instanceof BrokerError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
+    throw new SandboxUnavailableError(`${what}: ${message}`, { cause: error });
+  }
+}
+
+/**
+ * The runtime, the temp and socket directories, the broker with the standard plugins
+ * (plus the caller's) and its socket server. Anything that fails undoes what was made
+ * and throws (SandboxUnavailableError for the sandbox's own needs).
+ */
+export async function setUpSession(options: SandboxSessionOptions): Promise<SessionResources> {
+  const config = completeSessionConfig(options.config);
+  const env = options.env ?? process.env;
+  const log = options.logger ?? silentLogger();
+  const workspace = await realpath(path.resolve(options.workspace ?? process.cwd()));
+  const sessionId = options.sessionId ?? newId('session');
+  const home = options.home ?? resolveHome(env);
+  const undo: Array<() => Promise<unknown>> = [];
+  const release = async () => {
+    for (const action of undo.splice(0).reverse()) await action().catch(() => undefined);
+  };
+  try {
+    let sandbox: SandboxResources | undefined;
+    let socketDir: string | undefined;
+    let scratchBase: string | undefined;
+    let runtime: RuntimeChoice | undefined;
+    if (config.sandbox.enabled) {
+      runtime = selectRuntime(config.sandbox.runtime);
+      if (runtime.fallback) log.warn({ phase: 'session', runtime: runtime.runtime }, runtime.fallback);
+      scratchBase = await step("cannot make the command's temp dir", async () => {
+        const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'brokered-shell-scratch-')));
+        undo.push(() => rm(dir, { recursive: true, force: true }));
+        return dir;
+      });
+      socketDir = await step("cannot make the broker's socket dir", async () => {
+        const dir = await makeSocketDir();
+        undo.push(() => rm(dir, { recursive: true, force: true }));
+        return dir;
+      });
+    }
+    const writableRoots = [workspace, ...(scratchBase ? [scratchBase] : []), ...config.writableRoots.map((root) => path.resolve(workspace, root))];
+    const broker = createBroker({
+      sessionId,
+      logger: log,
+      plugins: [
+        ...standardPlugins({
+          home,
+          writableRoots,
+          rules: config.fileSafety.rules,
+          outsideRoots: config.fileSafety.outsideRoots,
+          protectedPaths: socketDir ? [socketDir] : [],
+          ...(options.userHome ? { userHome: options.userHome } : {}),
+          backup: { enabled: config.fileBackup.enabled, fileBackupMaxSizeMB: config.fileBackup.maxSizeMB, oversize: config.fileBackup.oversize },
+        }),
+        ...(options.plugins ?? []),
+      ],
+    });
+    undo.push(() => broker.close());
+    if (runtime && socketDir && scratchBase) {
+      const socketPath = path.join(socketDir, SOCKET_NAME);
+      const server = new BrokerServer({ broker, socketPath, peerCredentials: (socket) => native().peerCredentials(socketFd(socket)) });
+      await step('the broker cannot listen', async () => {
+        undo.push(() => server.close());
+        await server.listen();
+      });
+      sandbox = { runtime, socketPath, scratchBase };
+    }
+    return { sessionId, workspace, config, log, env, broker, writableRoots, sandbox, release };
+  } catch (error) {
+    await release();
+    throw error;
+  }
+}

@@ -1,0 +1,242 @@
+import type { BrokerPlugin, Logger, Verdict } from '../core/index.js';
+import type { PromptBlock } from '../plugins/approval.js';
+import type { SessionConfig, SessionConfigInput } from './config.js';
+
+/** The agent's own file tools that `guardWrite` stands in front of. */
+export type GuardTool = 'Write' | 'Edit' | 'MultiEdit' | 'NotebookEdit';
+
+/** What a person is asked. */
+export type ApprovalRequest =
+  | {
+      /** Writes or deletes the policy wants a person to approve (merged per path and access). */
+      kind: 'paths';
+      blocks: PromptBlock[];
+      /** The command that ran into them (execute), absent for a guard. */
+      command?: string;
+      /** The file tool that asked (guards). */
+      tool?: GuardTool | 'delete';
+      toolCallId?: string;
+    }
+  | {
+      /** The model asked to run a command outside the sandbox. */
+      kind: 'unsandboxed';
+      command: string;
+      reason?: string;
+      toolCallId?: string;
+    };
+
+/**
+ * Asks a person. true approves; false (or a throw, which is logged) denies. Called at
+ * most once per execute for paths (all of its blocks merged), once for an unsandboxed run.
+ */
+export type Approver = (request: ApprovalRequest) => Promise<boolean> | boolean;
+
+/** What `execute` does when the backup store cannot be used at the start of a turn. */
+export type StoreUnavailablePolicy =
+  /** The reference's choice: backup is off for the turn (said in the turn info and the log); changes proceed under the policy. */
+  | 'disable-backup'
+  /** Backup stays on and cannot be made, so every change to an existing file is refused (what `brokered-shell run` does). */
+  | 'deny-changes';
+
+export interface SandboxSessionOptions {
+  /** The working directory of commands and the first writable root (default: the current directory). */
+  workspace?: string;
+  /** Default: a new id. */
+  sessionId?: string;
+  /** Settings; what is missing takes the configuration's defaults. */
+  config?: SessionConfig | SessionConfigInput;
+  /** Backup store root (default: `$BROKERED_SHELL_HOME`, else `~/.brokered-shell`). */
+  home?: string;
+  /** The user's home, for `~` in rules and the shell startup files (default: the OS's). */
+  userHome?: string;
+  /** The environment commands start from (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+  /** pino; lines carry `phase` (`turn` for turn and approval events). Default: silent. */
+  logger?: Logger;
+  /** Extra plugins (an organisation's policy, sinks) besides the standard set. */
+  plugins?: BrokerPlugin[];
+  /** Who is asked when the policy wants approval. Without one nothing is approved. */
+  approver?: Approver;
+  /** Default `disable-backup`. */
+  storeUnavailable?: StoreUnavailablePolicy;
+  /** Cap on each of stdout and stderr kept by `execute` (default 10 MiB). */
+  maxOutputBytes?: number;
+}
+
+export interface BeginTurnOptions {
+  /** The user's message that starts the turn; the commit message is made from it. */
+  userMessage: string;
+  /** Per-turn overrides of the configuration's `fileBackup`. */
+  fileBackup?: { enabled?: boolean; maxSizeMB?: number };
+}
+
+export interface TurnBackup {
+  /** Whether files are backed up in this turn. */
+  enabled: boolean;
+  maxSizeMB: number;
+  oversize: 'deny' | 'skip';
+  /** Why backup is off, when it is. */
+  reason?: string;
+  /** Set with `storeUnavailable: 'deny-changes'` when the store cannot be used: changes to existing files are refused. */
+  refusesChanges?: boolean;
+}
+
+export interface TurnInfo {
+  turnId: string;
+  sessionId: string;
+  userMessage: string;
+  startedAt: string;
+  backup: TurnBackup;
+  /** The previous turn's commit failed and this turn continues it (same id, its backups kept). */
+  continued: boolean;
+}
+
+export interface EndTurnOptions {
+  /** The commit message as is, instead of one made from the user's message. */
+  message?: string;
+}
+
+export interface EndTurnResult {
+  ok: boolean;
+  /** Absent when no turn was open. */
+  turnId?: string;
+  /** Files backed up in the turn. */
+  files: number;
+  /** The commit message used. */
+  message: string;
+  error?: string;
+}
+
+/** Where the command's stdin comes from: nothing (default), the caller's own, or these bytes. */
+export type StdinSource = 'ignore' | 'inherit' | string | Buffer;
+
+/** A command while it runs. */
+export interface RunningCommand {
+  readonly pid: number | undefined;
+  /** Send a signal (the sandbox launcher passes it on to the command). */
+  kill(signal?: NodeJS.Signals): boolean;
+}
+
+export interface ExecuteOptions {
+  /** Attributes backups, prompt blocks and audit lines to the agent's tool call (default: a new id). */
+  toolCallId?: string;
+  /** Default: the workspace; relative to it when relative. */
+  cwd?: string;
+  /** Added to the session's environment (an `undefined` value removes a variable). */
+  env?: NodeJS.ProcessEnv;
+  /** Kill the whole command tree after this long (`timedOut` in the result). */
+  timeoutMs?: number;
+  /**
+   * Spawn the program directly, without a shell (still in the sandbox when it is on).
+   * A string command is then split on whitespace (no quoting, no expansion); pass an
+   * array to keep arguments with spaces. An array command is always raw.
+   */
+  rawCommand?: boolean;
+  /** The model asks to run outside the sandbox: the approver decides; without one it does not run. */
+  dangerouslyDisableSandbox?: boolean;
+  /** Why the model asked for `dangerouslyDisableSandbox`, shown to the approver. */
+  reason?: string;
+  /** Default `ignore` (stdin is /dev/null). */
+  stdin?: StdinSource;
+  /** `capture` (default): stdout and stderr come back in the result; `inherit`: they go to this process's. */
+  output?: 'capture' | 'inherit';
+  /** Per-call override of the session's cap on each captured stream. */
+  maxOutputBytes?: number;
+  /** Called when the command (each attempt) has started. */
+  onStart?: (command: RunningCommand) => void;
+}
+
+/** How a command was run, after the toggles. */
+export type ExecutionMode =
+  /** In the sandbox, through the broker. */
+  | 'sandboxed'
+  /** `config.sandbox.enabled === false`: plain bash, no broker. */
+  | 'sandbox-disabled'
+  /** Its root word is in `excludedCommands`: plain bash, no broker. */
+  | 'excluded'
+  /** `dangerouslyDisableSandbox`, and a person approved: plain bash, no broker. */
+  | 'unsandboxed-approved'
+  /** `dangerouslyDisableSandbox` not approved: nothing ran. */
+  | 'not-run';
+
+/** One file backed up for a tool call (the store's entry, summarised). */
+export interface BackupSummary {
+  path: string;
+  operation: string;
+  kind: 'file' | 'symlink';
+  size: number;
+  /** null for a symlink or a file too large to keep (`skipped`). */
+  sha256: string | null;
+  skipped?: 'too-large';
+  turnId: string;
+  toolCallId?: string;
+}
+
+export interface ExecuteApproval {
+  /** Whether the approver was called (false: no approver). */
+  asked: boolean;
+  approved: boolean;
+  /** Whether the command ran again under the new grants. */
+  rerun: boolean;
+  /** What the approver was asked about. */
+  blocks: PromptBlock[];
+}
+
+export interface ExecuteResult {
+  /** The command's status; 128+n when a signal ended it; 126 when it was not run (see `mode`). */
+  exitCode: number;
+  /** The signal that ended it, when known (timeouts, local runs); a sandboxed command killed by a signal shows as 128+n only. */
+  signal: NodeJS.Signals | null;
+  /** Captured output as UTF-8 ('' with `output: 'inherit'`). */
+  stdout: string;
+  stderr: string;
+  /** The same bytes, exactly. */
+  raw: { stdout: Buffer; stderr: Buffer };
+  /** Whether a stream went over the cap; the bytes after it were dropped. */
+  truncated: { stdout: boolean; stderr: boolean };
+  timedOut: boolean;
+  /** Whether the command ran under the sandbox and the broker. */
+  sandboxed: boolean;
+  ran: boolean;
+  mode: ExecutionMode;
+  /** The sandbox runtime used, when sandboxed. */
+  runtime?: 'seccomp' | 'preload';
+  toolCallId: string;
+  turnId?: string;
+  /** What still needs a person's approval (nothing was changed for these). */
+  promptBlocks: PromptBlock[];
+  /** Files backed up for this tool call (all attempts). */
+  backups: BackupSummary[];
+  /** Present when the command ran into prompts (paths) or asked to leave the sandbox. */
+  approval?: ExecuteApproval;
+}
+
+export interface GuardOptions {
+  toolCallId?: string;
+}
+
+export interface GuardWriteOptions extends GuardOptions {
+  tool: GuardTool;
+}
+
+export interface GuardDeleteOptions extends GuardOptions {
+  /** The tool removes a directory with its contents (they are checked and backed up too). */
+  recursive?: boolean;
+}
+
+export interface GuardResult {
+  /** Whether the tool may go ahead. */
+  allowed: boolean;
+  /** The policy's verdict (after an approval, the re-check's); `unguarded` when the sandbox is disabled. */
+  decision: Verdict | 'unguarded';
+  reason?: string;
+  /** Whether a backup was stored for this call (false too when the file was already backed up in the turn). */
+  backedUp: boolean;
+  backups: BackupSummary[];
+  /** What still needs approval. */
+  promptBlocks: PromptBlock[];
+  approval?: ExecuteApproval;
+  toolCallId: string;
+  /** The path checked, absolute. */
+  path: string;
+}

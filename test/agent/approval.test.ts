@@ -1,0 +1,149 @@
+/**
+ * Approvals: a `prompt` rule on a workspace file refuses the sandboxed attempt and
+ * records prompt blocks; the approver is asked once with all of them; approved, the
+ * paths are granted for the session and the command runs again brokered, in the same
+ * turn, so the change is backed up; denied, the sandboxed result stands. Grants are
+ * reused within a session and never across sessions.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { PromptBlock } from '../../src/plugins/approval.js';
+import { exists, makeWorld, openSession, read, recordingApprover, savedBytes, turnById, type World } from './helpers.js';
+
+const config = { fileSafety: { rules: [{ pattern: 'ask*.txt', decision: 'prompt' as const, reason: 'asks first' }] } };
+
+async function prepare(prefix: string): Promise<World> {
+  const world = await makeWorld(prefix);
+  await fs.writeFile(path.join(world.ws, 'ask.txt'), 'original\n');
+  await fs.writeFile(path.join(world.ws, 'ask-gone.txt'), 'to delete\n');
+  return world;
+}
+
+const pathsOf = (blocks: readonly PromptBlock[]) => blocks.map((b) => `${b.access} ${path.basename(b.normalisedPath)}`).sort();
+
+describe('approval of prompt blocks', () => {
+  it('approved: one question for every block, then the command runs again brokered and the change is backed up in the turn', async () => {
+    const world = await prepare('approve');
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config, approver });
+    const turn = await session.beginTurn({ userMessage: 'change the guarded files' });
+    const result = await session.execute('echo changed > ask.txt && rm ask-gone.txt && echo done', { toolCallId: 'call-1' });
+
+    expect(approver.requests).toHaveLength(1);
+    const [request] = approver.requests;
+    expect(request?.kind).toBe('paths');
+    if (request?.kind !== 'paths') throw new Error('expected a paths request');
+    // The first attempt stopped at the first refusal: only ask.txt was asked about.
+    expect(pathsOf(request.blocks)).toEqual(['write ask.txt']);
+    expect(request.command).toBe('echo changed > ask.txt && rm ask-gone.txt && echo done');
+
+    // The rerun reached the delete, which needs its own approval: nothing asked twice in one call.
+    expect(result).toMatchObject({ sandboxed: true, approval: { asked: true, approved: true, rerun: true } });
+    expect(pathsOf(result.promptBlocks)).toEqual(['delete ask-gone.txt']);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('changed\n');
+    expect(await exists(path.join(world.ws, 'ask-gone.txt'))).toBe(true);
+    expect(result.backups.map((b) => path.basename(b.path))).toEqual(['ask.txt']);
+    expect(session.grants.map((g) => `${g.access} ${path.basename(g.path)}`)).toEqual(['write ask.txt']);
+
+    const ended = await session.endTurn();
+    expect(ended).toMatchObject({ ok: true, turnId: turn.turnId, files: 1 });
+    const manifest = await turnById(world, session.sessionId, turn.turnId);
+    expect(await savedBytes(world, manifest, path.join(world.ws, 'ask.txt'))).toBe('original\n');
+  });
+
+  it('approved with every block met in one attempt: exit 0, nothing left to approve', async () => {
+    const world = await prepare('approve-all');
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config, approver });
+    await session.beginTurn({ userMessage: 'both' });
+    const result = await session.execute('echo a > ask.txt; rm -f ask-gone.txt; echo end', { toolCallId: 'call-all' });
+    expect(approver.requests).toHaveLength(1);
+    const [request] = approver.requests;
+    if (request?.kind !== 'paths') throw new Error('expected a paths request');
+    expect(pathsOf(request.blocks)).toEqual(['delete ask-gone.txt', 'write ask.txt']);
+    expect(result).toMatchObject({ exitCode: 0, promptBlocks: [], approval: { approved: true, rerun: true } });
+    expect(result.stdout).toBe('end\n');
+    expect(await exists(path.join(world.ws, 'ask-gone.txt'))).toBe(false);
+    expect(result.backups.map((b) => path.basename(b.path)).sort()).toEqual(['ask-gone.txt', 'ask.txt']);
+  });
+
+  it('denied: the sandboxed attempt stands, the file is untouched and nothing is backed up', async () => {
+    const world = await prepare('deny');
+    const approver = recordingApprover(false);
+    const { session } = await openSession(world, { config, approver });
+    const turn = await session.beginTurn({ userMessage: 'try' });
+    const result = await session.execute('echo changed > ask.txt; echo "status $?"');
+    expect(approver.requests).toHaveLength(1);
+    expect(result).toMatchObject({ exitCode: 0, approval: { asked: true, approved: false, rerun: false } });
+    expect(result.stdout).toBe('status 1\n');
+    expect(result.stderr).toMatch(/ask\.txt: Permission denied/);
+    expect(pathsOf(result.promptBlocks)).toEqual(['write ask.txt']);
+    expect(result.backups).toEqual([]);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('original\n');
+    expect(session.grants).toEqual([]);
+    await session.endTurn();
+    expect((await turnById(world, session.sessionId, turn.turnId)).files).toEqual([]);
+  });
+
+  it('no approver: the blocks are returned, nobody is asked', async () => {
+    const world = await prepare('no-approver');
+    const { session } = await openSession(world, { config });
+    const result = await session.execute('echo changed > ask.txt');
+    expect(result).toMatchObject({ exitCode: 1, approval: { asked: false, approved: false, rerun: false } });
+    expect(pathsOf(result.promptBlocks)).toEqual(['write ask.txt']);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('original\n');
+  });
+
+  it('an approver that throws denies', async () => {
+    const world = await prepare('throws');
+    const { session, logLines } = await openSession(world, {
+      config,
+      approver: () => {
+        throw new Error('the dialog crashed');
+      },
+    });
+    const result = await session.execute('echo changed > ask.txt');
+    expect(result.approval).toMatchObject({ asked: true, approved: false });
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('original\n');
+    expect(logLines().some((line) => line.phase === 'approval' && line.level === 50)).toBe(true);
+  });
+});
+
+describe('grants', () => {
+  it('are reused within the session: a second call on the same path asks nobody', async () => {
+    const world = await prepare('reuse');
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config, approver });
+    await session.beginTurn({ userMessage: 'first' });
+    await session.execute('echo one > ask.txt');
+    expect(approver.requests).toHaveLength(1);
+    await session.endTurn();
+
+    const turn = await session.beginTurn({ userMessage: 'second' });
+    const again = await session.execute('echo two > ask.txt', { toolCallId: 'again' });
+    expect(approver.requests).toHaveLength(1);
+    expect(again).toMatchObject({ exitCode: 0, promptBlocks: [] });
+    expect(again.approval).toBeUndefined();
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('two\n');
+    // A grant lifts the prompt, not the backup.
+    expect(again.backups).toEqual([expect.objectContaining({ path: path.join(world.ws, 'ask.txt'), toolCallId: 'again', turnId: turn.turnId })]);
+  });
+
+  it('are not carried to another session: it asks again', async () => {
+    const world = await prepare('across');
+    const first = recordingApprover(true);
+    const one = await openSession(world, { config, approver: first, sessionId: 'first-session' });
+    await one.session.execute('echo one > ask.txt');
+    expect(first.requests).toHaveLength(1);
+    await one.session.close();
+
+    const second = recordingApprover(false);
+    const two = await openSession(world, { config, approver: second, sessionId: 'second-session' });
+    const result = await two.session.execute('echo two > ask.txt');
+    expect(second.requests).toHaveLength(1);
+    expect(result.approval).toMatchObject({ asked: true, approved: false });
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('one\n');
+    expect(two.session.grants).toEqual([]);
+  });
+});

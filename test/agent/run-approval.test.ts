@@ -1,0 +1,130 @@
+/**
+ * `brokered-shell run` and approvals, as a process (real CLI, sandbox, broker, store):
+ * `--yes` approves and the command runs again brokered, with the backup in the turn;
+ * `--no` refuses, the status is the command's; with neither and no terminal the blocks
+ * are listed and the status is 77; on a terminal a person is asked (y/N).
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  CLI,
+  blobOf,
+  brokeredShell,
+  describeRun,
+  entryFor,
+  makeWorld,
+  onlyTurn,
+  removeWorld,
+  worldEnv,
+  writeOld,
+  type CliRun,
+  type World,
+} from '../e2e/run-helpers.js';
+
+let world: World;
+let policy: string;
+const ws = (name: string) => path.join(world.ws, name);
+
+beforeAll(async () => {
+  world = await makeWorld('approval');
+  policy = path.join(world.base, 'policy.json');
+  await fs.writeFile(policy, JSON.stringify({ rules: [{ pattern: 'ask-*.txt', decision: 'prompt', reason: 'asks first' }] }));
+});
+
+afterAll(() => removeWorld(world));
+
+const runWith = (session: string, flags: string[], command: string) =>
+  brokeredShell(world, ['run', '--workspace', world.ws, '--session', session, '--policy', policy, ...flags, '--', command]);
+
+describe('run: approvals', () => {
+  it('no terminal and no --yes/--no: the blocks are listed, nothing changed, exit 77', async () => {
+    await writeOld(ws('ask-none.txt'), 'original\n');
+    const result = await runWith('approve-none', [], 'echo changed > ask-none.txt; echo ran');
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.out).toBe('ran\n');
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${ws('ask-none.txt')} (asks first)`);
+    expect(result.stderr).toContain('run again with --yes');
+    expect(await fs.readFile(ws('ask-none.txt'), 'utf8')).toBe('original\n');
+    expect((await onlyTurn(world, 'approve-none')).files).toEqual([]);
+  });
+
+  it('--yes: approved, run again brokered in the same turn: changed, and backed up', async () => {
+    await writeOld(ws('ask-yes.txt'), 'original\n');
+    const result = await runWith('approve-yes', ['--yes'], 'echo changed > ask-yes.txt && echo ok');
+    expect(result.status, describeRun(result)).toBe(0);
+    // The first (refused) attempt, then the rerun.
+    expect(result.out).toBe('ok\n');
+    expect(result.stderr).toMatch(/ask-yes\.txt: Permission denied/);
+    expect(result.stderr).toContain(`brokered-shell: approved for this session: write ${ws('ask-yes.txt')}`);
+    expect(result.stderr).not.toContain('needs approval');
+    expect(await fs.readFile(ws('ask-yes.txt'), 'utf8')).toBe('changed\n');
+    const turn = await onlyTurn(world, 'approve-yes');
+    const entry = entryFor(turn, ws('ask-yes.txt'));
+    if (!entry) throw new Error(`ask-yes.txt was not backed up\n${describeRun(result)}`);
+    expect((await blobOf(world, turn, entry)).toString('utf8')).toBe('original\n');
+    expect(result.stderr).toMatch(new RegExp(`^brokered-shell: turn ${turn.id} backed up 1 file `, 'm'));
+  });
+
+  it("--no: refused without asking, the file untouched, the status is the command's", async () => {
+    await writeOld(ws('ask-no.txt'), 'original\n');
+    const result = await runWith('approve-no', ['--no'], 'echo changed > ask-no.txt; exit 3');
+    expect(result.status, describeRun(result)).toBe(3);
+    expect(result.stderr).toContain(`brokered-shell: not approved: write ${ws('ask-no.txt')}`);
+    expect(await fs.readFile(ws('ask-no.txt'), 'utf8')).toBe('original\n');
+    expect((await onlyTurn(world, 'approve-no')).files).toEqual([]);
+  });
+
+  it('--yes and --no together are a usage error', async () => {
+    const result = await runWith('approve-both', ['--yes', '--no'], 'true');
+    expect(result.status, describeRun(result)).toBe(2);
+  });
+
+  it('nothing to approve: --yes changes nothing about the status', async () => {
+    const result = await runWith('approve-nothing', ['--yes'], 'exit 5');
+    expect(result.status, describeRun(result)).toBe(5);
+    expect(result.stderr).not.toContain('approv');
+  });
+});
+
+/** `run` under `script`, which gives it a terminal; `answer` is typed on it. */
+function onTerminal(session: string, command: string, answer: string): Promise<CliRun> {
+  const line = [process.execPath, CLI, 'run', '--workspace', world.ws, '--session', session, '--policy', policy, '--', command]
+    .map((word) => `'${word.replace(/'/g, `'\\''`)}'`)
+    .join(' ');
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-qec', line, '/dev/null'], { cwd: world.ws, env: worldEnv(world), stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdin.end(answer);
+    const out: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => out.push(chunk));
+    child.once('error', reject);
+    child.once('close', (status, signal) => {
+      const text = Buffer.concat(out).toString('utf8');
+      resolve({ status, signal, stdout: Buffer.concat(out), out: text, stderr: text, pid: child.pid ?? -1 });
+    });
+  });
+}
+
+describe('run: approvals on a terminal', () => {
+  it('asks y/N listing the blocks; y approves and runs again', async () => {
+    await writeOld(ws('ask-tty.txt'), 'original\n');
+    const result = await onTerminal('tty-yes', 'echo changed > ask-tty.txt', 'y\n');
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(result.out).toContain('brokered-shell: the command needs approval for:');
+    expect(result.out).toContain(`write ${ws('ask-tty.txt')} (asks first)`);
+    expect(result.out).toContain('[y/N]');
+    expect(await fs.readFile(ws('ask-tty.txt'), 'utf8')).toBe('changed\n');
+    const turn = await onlyTurn(world, 'tty-yes');
+    expect(entryFor(turn, ws('ask-tty.txt'))).toBeDefined();
+  });
+
+  it('anything but y refuses', async () => {
+    await writeOld(ws('ask-tty-no.txt'), 'original\n');
+    const result = await onTerminal('tty-no', 'echo changed > ask-tty-no.txt; exit 4', 'nope\n');
+    expect(result.status, describeRun(result)).toBe(4);
+    expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-no.txt')}`);
+    expect(await fs.readFile(ws('ask-tty-no.txt'), 'utf8')).toBe('original\n');
+  });
+});
