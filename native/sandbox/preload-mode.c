@@ -48,82 +48,11 @@ struct preload_config {
   char **argv;
 };
 
-#define FS_READ_EXEC (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
-#define FS_DEVICE_FILE \
-  (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
-#define FS_FILE_RIGHTS (FS_DEVICE_FILE | LANDLOCK_ACCESS_FS_EXECUTE)
-
-static const char *const k_devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"};
-
 static int fail(const char *fmt, const char *arg) {
   fprintf(stderr, "%s: ", BSH_NAME);
   fprintf(stderr, fmt, arg);
   fputc('\n', stderr);
   return BSH_EXIT_SETUP;
-}
-
-/* Every fs right the running kernel knows: ABI 1 has bits 0-12, then REFER, TRUNCATE, IOCTL_DEV. */
-static uint64_t handled_fs(int abi) {
-  uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
-  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
-  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
-  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  return all;
-}
-
-static int add_rule(int ruleset, const char *path, uint64_t access, bool optional, char *err, size_t errlen) {
-  int fd = open(path, O_PATH | O_CLOEXEC);
-  if (fd < 0) {
-    if (optional && errno == ENOENT) return 0;
-    snprintf(err, errlen, "cannot open %s for a Landlock rule: %s", path, strerror(errno));
-    return -1;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
-    close(fd);
-    return -1;
-  }
-  if (!S_ISDIR(st.st_mode)) access &= FS_FILE_RIGHTS;
-  struct landlock_path_beneath_attr attr = {.allowed_access = access, .parent_fd = fd};
-  int rc = (int)syscall(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &attr, 0);
-  int saved = errno;
-  close(fd);
-  if (rc != 0) {
-    snprintf(err, errlen, "Landlock rule for %s refused: %s", path, strerror(saved));
-    return -1;
-  }
-  return 0;
-}
-
-/* Applies the domain for ABI `abi` (>= 1). */
-static int apply_landlock(const struct preload_config *cfg, int abi, char *err, size_t errlen) {
-  uint64_t fs = handled_fs(abi);
-  struct bsh_landlock_ruleset_attr rs = {.handled_access_fs = fs, .handled_access_net = 0, .scoped = 0};
-  /* The attribute grew with the ABI: older kernels accept only the fields they know. */
-  size_t size = sizeof rs.handled_access_fs;
-  if (abi >= 4) size += sizeof rs.handled_access_net;
-  if (abi >= 6) {
-    rs.scoped = LANDLOCK_SCOPE_SIGNAL | LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
-    size += sizeof rs.scoped;
-  }
-  int ruleset = (int)syscall(__NR_landlock_create_ruleset, &rs, size, 0);
-  if (ruleset < 0) {
-    snprintf(err, errlen, "cannot create a Landlock ruleset: %s", strerror(errno));
-    return -1;
-  }
-  int rc = add_rule(ruleset, "/", FS_READ_EXEC, false, err, errlen);
-  for (size_t i = 0; rc == 0 && i < cfg->n_writable; i++) rc = add_rule(ruleset, cfg->writable[i], fs, false, err, errlen);
-  for (size_t i = 0; rc == 0 && i < sizeof k_devices / sizeof k_devices[0]; i++)
-    rc = add_rule(ruleset, k_devices[i], FS_DEVICE_FILE & fs, true, err, errlen);
-  for (size_t i = 0; rc == 0 && i < cfg->n_write_dev; i++)
-    rc = add_rule(ruleset, cfg->write_dev[i], FS_DEVICE_FILE & fs, false, err, errlen);
-  if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
-    snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
-    rc = -1;
-  }
-  close(ruleset);
-  return rc;
 }
 
 static int check_dir(const char *arg) {
@@ -205,7 +134,14 @@ int bsh_preload_main(int argc, char **argv) {
   if (bsh_caps_drop_all(err, sizeof err) != 0) return fail("%s", err);
   int abi = cfg.no_landlock ? 0 : bsh_landlock_abi();
   if (abi >= 1) {
-    if (apply_landlock(&cfg, abi, err, sizeof err) != 0) return fail("%s", err);
+    struct bsh_landlock_spec spec = {
+        .abi = abi,
+        .writable = cfg.writable,
+        .n_writable = cfg.n_writable,
+        .devices = cfg.write_dev,
+        .n_devices = cfg.n_write_dev,
+    };
+    if (bsh_landlock_restrict(&spec, err, sizeof err) != 0) return fail("%s", err);
   } else {
     const char *why = cfg.no_landlock ? "turned off with --no-landlock" : abi == -EOPNOTSUPP ? "disabled at boot" : strerror(-abi);
     fprintf(stderr,

@@ -134,6 +134,16 @@ int bsh_caps_limit_supervisor(char *err, size_t errlen);
 
 /* --- landlock.c --- */
 int bsh_landlock_abi(void);
+/* A Landlock domain: write only below `writable` and to `devices` (plus the built-in
+ * devices); reads and executes are left alone; signals scoped from ABI 6. */
+struct bsh_landlock_spec {
+  int abi;
+  const char *const *writable;
+  size_t n_writable;
+  const char *const *devices;
+  size_t n_devices;
+};
+int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_t errlen);
 int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen);
 
 /* --- seccomp-filter.c --- */
