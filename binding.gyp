@@ -37,6 +37,7 @@
         "native/sandbox/path-resolve.c",
         "native/sandbox/fast-path.c",
         "native/sandbox/onbehalf.c",
+        "native/sandbox/refusal.c",
         "native/sandbox/broker-channel.c",
         "native/sandbox/reaper.c",
         "native/sandbox/preload-mode.c"

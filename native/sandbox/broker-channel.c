@@ -47,7 +47,10 @@ static size_t put_str(uint8_t *p, const char *s) {
 }
 
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c) {
-  size_t lp = strlen(c->path), lt = strlen(c->to), ll = strlen(c->link_target);
+  /* A refusal report: errno in `flags`, the syscall number in `mode`, its text in the third string. */
+  bool refused = c->op == BSH_OP_REFUSED;
+  const char *third = refused ? c->refusal : c->link_target;
+  size_t lp = strlen(c->path), lt = strlen(c->to), ll = strlen(third);
   if (lp >= BSH_PATH_MAX || lt >= BSH_PATH_MAX || ll >= BSH_PATH_MAX) return -ENAMETOOLONG;
   size_t total = REQ_HEADER + 6 + lp + lt + ll;
   if (ch->out_off > 0 && ch->out_off == ch->out_len) ch->out_off = ch->out_len = 0;
@@ -60,13 +63,13 @@ int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c) {
   put_u16(p + 8, (uint16_t)c->op);
   put_u32(p + 12, (uint32_t)c->tid);
   put_u32(p + 16, (uint32_t)c->tgid);
-  put_u32(p + 20, c->flags);
-  put_u32(p + 24, c->mode);
-  p[28] = c->follow ? 1 : 0;
+  put_u32(p + 20, refused ? (uint32_t)c->err : c->flags);
+  put_u32(p + 24, refused ? (uint32_t)c->nr : c->mode);
+  p[28] = !refused && c->follow ? 1 : 0;
   size_t o = REQ_HEADER;
   o += put_str(p + o, c->path);
   o += put_str(p + o, c->to);
-  put_str(p + o, c->link_target);
+  put_str(p + o, third);
   ch->out_len += total;
   return 0;
 }

@@ -4,6 +4,9 @@
  * broker becomes a pending request (by id) while the loop keeps serving others, so no
  * target ever blocks the loop. When the broker answers, the target is re-checked
  * (it may have died) and the operation is performed on the paths the broker checked.
+ * A refusal the supervisor decides itself is reported to the broker the same way (a
+ * pending BSH_OP_REFUSED request) and answered to the target when the broker has
+ * recorded it, so it is audited and a loop of refused calls waits for the broker.
  * Losing the broker fails closed: everything pending and later is refused, the
  * sandboxed tree is killed, exit 125.
  */
@@ -114,6 +117,28 @@ static int add_pending(struct loop *L, struct bsh_call *c) {
   return 0;
 }
 
+static uint32_t next_id(struct loop *L) {
+  if (++L->next_id == 0) ++L->next_id; /* 0 is never an id */
+  return L->next_id;
+}
+
+/* Sends `c` to the broker (a question, or a refusal to record) and keeps it pending. 0 or -errno. */
+static int send_pending(struct loop *L, struct bsh_call *c) {
+  c->broker_id = next_id(L);
+  int rc = bsh_channel_queue(&L->ch, c);
+  if (rc == 0) rc = add_pending(L, c);
+  return rc;
+}
+
+/* A refusal decided here: recorded by the broker first, then answered (on_answer). 0 when pending. */
+static int send_report(struct loop *L, struct bsh_call *c) {
+  if (bsh_proc_status(c) != 0) return -ESRCH; /* the caller is gone: nobody to refuse, nothing to record */
+  c->op = BSH_OP_REFUSED;
+  if (c->path[0] != '/' || !bsh_utf8_valid(c->path)) c->path[0] = '\0';
+  c->to[0] = '\0';
+  return send_pending(L, c);
+}
+
 /* 0, or -errno when the listener itself failed (then nothing can be supervised any more). */
 static int on_notification(struct loop *L) {
   memset(g_notif, 0, g_notif_size);
@@ -134,16 +159,29 @@ static int on_notification(struct loop *L) {
   case BSH_ACT_ERRNO: respond(L->listener, c->notif_id, -c->err, 0); break;
   case BSH_ACT_CONTINUE: respond(L->listener, c->notif_id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE); break;
   case BSH_ACT_DIRECT: finish(L, c, c->path, c->to); break;
-  case BSH_ACT_ASK:
-    c->broker_id = ++L->next_id;
-    int rc = bsh_channel_queue(&L->ch, c);
-    if (rc == 0) rc = add_pending(L, c);
+  case BSH_ACT_ASK: {
+    int rc = send_pending(L, c);
     if (rc == 0) return 0; /* owned by the pending table now */
     respond(L->listener, c->notif_id, rc == -ENAMETOOLONG ? rc : -EACCES, 0);
     break;
   }
+  case BSH_ACT_REPORT:
+    if (send_report(L, c) == 0) return 0;
+    respond(L->listener, c->notif_id, -c->err, 0);
+    break;
+  }
   call_free(c);
   return 0;
+}
+
+/* A rename or link the broker allowed that would bring a file from elsewhere into scratch. */
+static bool enters_scratch(struct loop *L, const struct bsh_call *c, const struct bsh_answer *a) {
+  if (c->fd_form == BSH_FD_NONE) return bsh_enters_scratch(L->cfg, c, a->path, a->to, false);
+  /* flink(): the source is our duplicate; where does it live now? */
+  char now[BSH_PATH_MAX];
+  bool anonymous = false;
+  if (bsh_fd_path(c->dup_fd, now, sizeof now, &anonymous) != 0) return true;
+  return bsh_enters_scratch(L->cfg, c, now, a->to, anonymous);
 }
 
 /* The broker's answer. -EPROTO when it answers an id we never asked (fail closed). */
@@ -157,7 +195,23 @@ static int on_answer(struct loop *L, const struct bsh_answer *a) {
     call_free(c);
     return 0;
   }
+  if (c->op == BSH_OP_REFUSED) {
+    /* The broker recorded the refusal; whatever it answered, the call is refused. */
+    respond(L->listener, c->notif_id, -c->err, 0);
+    call_free(c);
+    return 0;
+  }
   bool needs_to = c->op == BSH_OP_RENAME || c->op == BSH_OP_LINK;
+  if (a->err == 0 && needs_to && a->to_len > 0 && enters_scratch(L, c, a)) {
+    /* The broker allowed what Landlock would refuse (EXDEV): refuse it, and have that recorded too. */
+    snprintf(c->path, sizeof c->path, "%s", a->path);
+    bsh_report(c, EXDEV, "would give a file from outside the command's temp dir a name inside it, "
+                         "where writes skip the broker");
+    if (send_report(L, c) == 0) return 0;
+    respond(L->listener, c->notif_id, -EXDEV, 0);
+    call_free(c);
+    return 0;
+  }
   if (a->err != 0) {
     respond(L->listener, c->notif_id, a->err > 0 && a->err < 4096 ? -a->err : -EACCES, 0);
   } else if (a->path_len == 0 || a->path[0] != '/' || needs_to != (a->to_len > 0) ||

@@ -10,12 +10,28 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static enum bsh_action refuse(struct bsh_call *c, int err) {
   c->err = err;
   return BSH_ACT_ERRNO;
+}
+
+/*
+ * A path that is not valid UTF-8 cannot be sent to the broker (the protocol carries text),
+ * so it is refused — a sandbox decision the kernel would not have made, so it is reported.
+ * The path itself cannot be reported either.
+ */
+static enum bsh_action not_utf8(struct bsh_call *c) {
+  c->path[0] = c->to[0] = '\0';
+  return bsh_report(c, EACCES, "a path that is not valid UTF-8 cannot be checked");
+}
+
+/* A failed step: -EILSEQ (not UTF-8) is reported, anything else is the kernel's own errno. */
+static enum bsh_action failed(struct bsh_call *c, int rc) {
+  return rc == -EILSEQ ? not_utf8(c) : refuse(c, -rc);
 }
 
 /* 0, or 1 for a final "." and 2 for a final ".." (trailing slashes ignored). */
@@ -46,7 +62,7 @@ static int read_path(struct bsh_call *c, int dirfd, uint64_t addr, char *raw, ch
   int rc = bsh_lexical_join(base, raw, out, BSH_PATH_MAX, slash);
   if (rc != 0) return rc;
   /* Documented limit: the broker protocol carries UTF-8 text only. */
-  if (!bsh_utf8_valid(out)) return -EACCES;
+  if (!bsh_utf8_valid(out)) return -EILSEQ;
   if (bsh_mentions_proc_self(out)) {
     if ((rc = bsh_proc_status(c)) != 0) return rc;
     return bsh_rewrite_proc_self(out, BSH_PATH_MAX, c->tgid, c->tid);
@@ -67,6 +83,12 @@ static int read_named(struct bsh_call *c, int dirfd, uint64_t addr, char *out, b
 /* Landlock lets the command do this itself, and would refuse a swapped-in path. */
 static bool landlock_guarded(const struct bsh_config *cfg, const char *path) {
   return !bsh_has_dotdot(path) && (bsh_in_scratch(cfg, path) || bsh_is_write_dev(cfg, path));
+}
+
+/* Landlock's REFER rule, kept for what the supervisor performs (refusal.c, bsh_enters_scratch). */
+static enum bsh_action enters_scratch(struct bsh_call *c) {
+  return bsh_report(c, EXDEV, "would give a file from outside the command's temp dir a name inside it, "
+                              "where writes skip the broker");
 }
 
 static enum bsh_action ask(struct bsh_call *c) {
@@ -109,12 +131,17 @@ static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int fla
   return rc;
 }
 
-/* An open through /dev/stdout, /dev/fd/N or /proc/<self>/fd/N: judge the file behind the fd. */
+/*
+ * An open through /dev/stdout, /dev/fd/N or /proc/<self>/fd/N: judge the file behind the fd.
+ * An O_TMPFILE open through a directory's alias creates a file in that directory: it is
+ * judged (and performed) as an O_TMPFILE open of the directory's path.
+ */
 static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call *c, int fd) {
   int dup = bsh_proc_dup_fd(c, fd);
   if (dup < 0) return refuse(c, dup == -EBADF ? ENOENT : -dup);
   struct stat st;
-  if (fstat(dup, &st) != 0 || !S_ISREG(st.st_mode)) {
+  bool tmpfile_dir = fstat(dup, &st) == 0 && S_ISDIR(st.st_mode) && (c->open_flags & BSH_O_TMPFILE_BIT);
+  if (!tmpfile_dir && (fstat(dup, &st) != 0 || !S_ISREG(st.st_mode))) {
     /* Pipes, terminals, devices, directories: the kernel's reopen meets Landlock. */
     close(dup);
     return BSH_ACT_CONTINUE;
@@ -123,7 +150,7 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
   int rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous);
   if (rc != 0) {
     close(dup);
-    return refuse(c, -rc);
+    return failed(c, rc);
   }
   /*
    * Reopened through our duplicate, with nobody's permission: an object no one else can
@@ -139,7 +166,7 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
     return BSH_ACT_DIRECT;
   }
   close(dup);
-  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  if (!bsh_utf8_valid(c->path)) return not_utf8(c);
   if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
   c->follow = false;
   c->path_slash = false;
@@ -151,7 +178,8 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
   c->op = BSH_OP_OPEN;
   /* Read-only opens (also O_PATH, which drops every other flag) may continue: Landlock allows reads. */
   if (!(flags & BSH_OPEN_WRITE_MASK)) return BSH_ACT_CONTINUE;
-  if (how && (how->resolve & RESOLVE_IN_ROOT)) return refuse(c, EACCES); /* documented limit */
+  if (how && (how->resolve & RESOLVE_IN_ROOT))
+    return bsh_report(c, EACCES, "RESOLVE_IN_ROOT is not supported in the sandbox"); /* documented limit */
   c->open_flags = flags;
   c->flags = (uint32_t)flags;
   c->mode = mode;
@@ -159,21 +187,22 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
   c->follow = !(flags & O_NOFOLLOW) && !excl_create;
   char raw[BSH_PATH_MAX];
   int rc = read_path(c, dirfd, upath, raw, c->path, &c->path_slash);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (raw[0] == '\0') return refuse(c, ENOENT);
+  /* The restrictions the program asked for hold first, on its own view (an fd alias is a magic link). */
+  uint64_t restrict_flags = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  if (how && (how->resolve & restrict_flags)) {
+    rc = check_resolve(c, dirfd, raw, flags, how->resolve & restrict_flags);
+    if (rc != 0) return failed(c, rc);
+  }
   int alias_fd;
   if (strncmp(c->path, "/dev/", 5) == 0 || strncmp(c->path, "/proc/", 6) == 0) {
-    if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+    if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
     /* An alias is a (magic) symlink: O_NOFOLLOW refuses it, as the kernel would. */
     if (bsh_fd_alias(c->path, c->tgid, c->tid, &alias_fd))
       return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, alias_fd);
   }
   if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
-  uint64_t restrict_flags = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-  if (how && (how->resolve & restrict_flags)) {
-    rc = check_resolve(c, dirfd, raw, flags, how->resolve & restrict_flags);
-    if (rc != 0) return refuse(c, -rc);
-  }
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
@@ -187,7 +216,7 @@ enum bsh_action bsh_dec_truncate(const struct bsh_config *cfg, struct bsh_call *
   if (length < 0) return refuse(c, EINVAL);
   c->length = (uint64_t)length;
   int rc = read_named(c, AT_FDCWD, upath, c->path, &c->path_slash, NULL);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
 }
 
@@ -198,7 +227,7 @@ enum bsh_action bsh_dec_unlink(const struct bsh_config *cfg, struct bsh_call *c,
   c->flags = (uint32_t)flags;
   int dot = 0;
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, c->op == BSH_OP_UNLINK ? EISDIR : dot == 1 ? EINVAL : ENOTEMPTY);
   return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
 }
@@ -209,13 +238,14 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) return refuse(c, EINVAL);
   if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)) return refuse(c, EINVAL);
   /* A whiteout is a 0:0 character device: nothing a command needs, and mknod of devices is refused. */
-  if (flags & RENAME_WHITEOUT) return refuse(c, EPERM);
+  if (flags & RENAME_WHITEOUT) return bsh_report(c, EPERM, "RENAME_WHITEOUT makes a device node");
   c->flags = flags;
   int dot1 = 0, dot2 = 0;
   int rc = read_named(c, od, uold, c->path, &c->path_slash, &dot1);
   if (rc == 0) rc = read_named(c, nd, unew, c->to, &c->to_slash, &dot2);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (dot1 || dot2) return refuse(c, EBUSY);
+  if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
   return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
 }
 
@@ -227,23 +257,25 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   c->follow = flags & AT_SYMLINK_FOLLOW;
   int dot = 0;
   int rc = read_named(c, nd, unew, c->to, &c->to_slash, &dot);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
   char raw[BSH_PATH_MAX];
-  if ((rc = read_path(c, od, uold, raw, c->path, &c->path_slash)) != 0) return refuse(c, -rc);
+  if ((rc = read_path(c, od, uold, raw, c->path, &c->path_slash)) != 0) return failed(c, rc);
   int source_fd = od;
   if (raw[0] != '\0') {
     if (final_dot(raw)) return refuse(c, EPERM);
-    if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+    if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
     /* linkat("/proc/self/fd/N", AT_SYMLINK_FOLLOW): the O_TMPFILE idiom; the fd names the file. */
-    if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd)))
+    if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd))) {
+      if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
       return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
+    }
   } else {
     if (!(flags & AT_EMPTY_PATH)) return refuse(c, ENOENT);
     if (od == AT_FDCWD) return refuse(c, EPERM); /* would hard-link the cwd, a directory */
   }
   /* flink(): link the file behind the target's fd (an O_TMPFILE, typically) into place. */
-  if ((rc = bsh_proc_status(c)) != 0) return refuse(c, -rc);
+  if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
   c->flags |= AT_EMPTY_PATH;
   int dup = bsh_proc_dup_fd(c, source_fd);
   if (dup < 0) return refuse(c, -dup);
@@ -251,8 +283,9 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   c->fd_form = BSH_FD_EMPTY;
   c->follow = false;
   bool anonymous;
-  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return refuse(c, -rc);
-  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return failed(c, rc);
+  if (!bsh_utf8_valid(c->path)) return not_utf8(c);
+  if (bsh_enters_scratch(cfg, c, c->path, c->to, anonymous)) return enters_scratch(c);
   bool source_ok = anonymous || (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path));
   if (source_ok && bsh_in_scratch(cfg, c->to) && !bsh_has_dotdot(c->to)) return BSH_ACT_DIRECT;
   return ask(c);
@@ -264,10 +297,13 @@ enum bsh_action bsh_dec_symlink(const struct bsh_config *cfg, struct bsh_call *c
   int n = bsh_mem_read_string(c->tid, utarget, c->link_target, sizeof c->link_target);
   if (n < 0) return refuse(c, -n);
   if (n == 0) return refuse(c, ENOENT);
-  if (!bsh_utf8_valid(c->link_target)) return refuse(c, EACCES);
+  if (!bsh_utf8_valid(c->link_target)) {
+    c->link_target[0] = '\0';
+    return not_utf8(c);
+  }
   int dot = 0;
   int rc = read_named(c, nd, upath, c->path, &c->path_slash, &dot);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
   return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
 }
@@ -278,7 +314,7 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   c->mode = mode & 07777;
   int dot = 0;
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
   return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
 }
@@ -289,13 +325,15 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
   uint32_t type = mode & S_IFMT;
   if (type == 0) type = S_IFREG;
   /* Devices (and sockets, which bind(2) makes) are not something a command creates here. */
-  if (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK) return refuse(c, EPERM);
-  if (type != S_IFREG && type != S_IFIFO) return refuse(c, EINVAL);
-  (void)dev;
+  if (type != S_IFREG && type != S_IFIFO && type != S_IFCHR && type != S_IFBLK && type != S_IFSOCK)
+    return refuse(c, EINVAL);
   c->mode = type | (mode & 07777);
   int dot = 0;
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
+  if (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK)
+    return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
+                      (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
   return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
 }
@@ -307,16 +345,16 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
  */
 enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c, int fd, enum bsh_fd_form form) {
   int rc = bsh_proc_status(c);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   int dup = bsh_proc_dup_fd(c, fd);
   if (dup < 0) return refuse(c, -dup);
   c->dup_fd = dup;
   c->fd_form = form;
   c->follow = false;
   bool anonymous;
-  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return refuse(c, -rc);
+  if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return failed(c, rc);
   if (anonymous) return BSH_ACT_DIRECT;
-  if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+  if (!bsh_utf8_valid(c->path)) return not_utf8(c);
   if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return BSH_ACT_DIRECT;
   c->flags |= AT_EMPTY_PATH;
   return ask(c);
@@ -340,20 +378,20 @@ enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call 
   }
   char raw[BSH_PATH_MAX];
   int rc = read_path(c, dirfd, upath, raw, c->path, &c->path_slash);
-  if (rc != 0) return refuse(c, -rc);
+  if (rc != 0) return failed(c, rc);
   if (raw[0] == '\0') {
     if (!(atflags & AT_EMPTY_PATH)) return refuse(c, ENOENT);
     c->flags &= ~(uint32_t)AT_EMPTY_PATH;
     if (dirfd != AT_FDCWD) return bsh_dec_meta_fd(cfg, c, dirfd, BSH_FD_EMPTY);
     /* AT_FDCWD with "": the cwd itself. */
-    if ((rc = bsh_proc_base_dir(c->tid, AT_FDCWD, c->path, sizeof c->path)) != 0) return refuse(c, -rc);
-    if (!bsh_utf8_valid(c->path)) return refuse(c, EACCES);
+    if ((rc = bsh_proc_base_dir(c->tid, AT_FDCWD, c->path, sizeof c->path)) != 0) return failed(c, rc);
+    if (!bsh_utf8_valid(c->path)) return not_utf8(c);
     c->follow = false;
   }
   if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) {
     char local[BSH_PATH_MAX];
     rc = bsh_local_resolve(cfg, c->path, c->follow, local, sizeof local);
-    if (rc < 0) return refuse(c, -rc);
+    if (rc < 0) return failed(c, rc);
     if (rc == 0) {
       memcpy(c->path, local, strlen(local) + 1);
       return BSH_ACT_DIRECT;

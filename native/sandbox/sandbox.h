@@ -58,6 +58,8 @@ enum bsh_op {
   BSH_OP_SETXATTR = 13,
   BSH_OP_REMOVEXATTR = 14,
   BSH_OP_FILE_SETATTR = 15,
+  /* Not an operation: the report of a syscall the supervisor refused without asking (PROTOCOL.md). */
+  BSH_OP_REFUSED = 16,
 };
 
 struct bsh_config {
@@ -78,7 +80,11 @@ enum bsh_action {
   BSH_ACT_CONTINUE, /* let the kernel run it: Landlock is the net (scratch, devices, reads) */
   BSH_ACT_DIRECT,   /* perform on behalf without asking (scratch metadata, anonymous files) */
   BSH_ACT_ASK,      /* ask the broker, then perform on behalf */
+  BSH_ACT_REPORT,   /* refuse with -err, once the broker has recorded the refusal (audit) */
 };
+
+/* Longest "<syscall> <why>" text of a refusal report. */
+#define BSH_REFUSAL_MAX 256
 
 /* How an fd-based call names its object, so we repeat the same form on our duplicate. */
 enum bsh_fd_form {
@@ -125,7 +131,9 @@ struct bsh_call {
   int xflags;
 
   uint32_t broker_id;
-  int err; /* for BSH_ACT_ERRNO */
+  int err; /* for BSH_ACT_ERRNO and BSH_ACT_REPORT */
+  /* For BSH_ACT_REPORT: the syscall's name, a space, and why it was refused. */
+  char refusal[BSH_REFUSAL_MAX];
 };
 
 /* --- caps.c --- */
@@ -149,6 +157,10 @@ int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen);
 /* --- seccomp-filter.c --- */
 int bsh_seccomp_install(char *err, size_t errlen);
 void bsh_seccomp_print_tables(void);
+/* The name of a syscall the filter sends to the supervisor ("syscall-<nr>" if unknown). */
+const char *bsh_syscall_name(int nr, char *buf, size_t cap);
+/* Is `cmd` one of the ioctl requests the filter sends only to have them refused? Its name, or NULL. */
+const char *bsh_refused_ioctl_name(uint32_t cmd);
 
 /* --- kernel-check.c --- */
 int bsh_kernel_check(char *err, size_t errlen);
@@ -169,6 +181,11 @@ int bsh_proc_status(struct bsh_call *c);
 int bsh_proc_base_dir(pid_t tid, int dirfd, char *out, size_t cap);
 int bsh_proc_dup_fd(struct bsh_call *c, int fd);
 int bsh_fd_path(int ownfd, char *out, size_t cap, bool *anonymous);
+/* 1: `pid` is one of the sandboxed processes (the supervisor's descendants); 0: it is
+ * not (the supervisor itself included); -1: no such process. */
+int bsh_in_sandbox_tree(pid_t pid);
+/* The pid a pidfd (our own duplicate) refers to: > 0, or -1 when it is not a live pidfd. */
+pid_t bsh_pidfd_pid(int ownfd);
 
 /* --- path-resolve.c --- */
 bool bsh_utf8_valid(const char *s);
@@ -206,6 +223,16 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
 enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c, int fd, enum bsh_fd_form form);
 enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
                                   int atflags, bool null_is_fd);
+
+/* --- refusal.c --- */
+/* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
+enum bsh_action bsh_report(struct bsh_call *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Syscalls the filter sends only to refuse them visibly, and the calls that act on another
+ * process (signals, limits, scheduling): continued for sandboxed targets, else refused. */
+enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *args);
+/* A rename or hard link that would give a file from outside the scratch dirs a name inside them. */
+bool bsh_enters_scratch(const struct bsh_config *cfg, const struct bsh_call *c, const char *path, const char *to,
+                        bool path_anonymous);
 
 /* --- syscall-decode.c --- */
 enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, struct bsh_call *c);

@@ -6,7 +6,13 @@
  *    (SECCOMP_RET_USER_NOTIF), which decides with the broker and performs it;
  *  - syscalls that would bypass both seccomp and Landlock (io_uring, handles) or
  *    escape the process model (namespaces, mounts, ptrace, keys, bpf, tty input
- *    injection) are refused.
+ *    injection, file-attribute ioctls) are refused — by the supervisor, which also
+ *    reports each refusal to the broker so it is audited like a policy denial. They are
+ *    rare in real commands, so the round trip costs nothing that matters.
+ * Calls that act on another process and that Landlock's scoping does not cover
+ * (resource limits, scheduling) or covers without a trace (signals) are sent to the
+ * supervisor only when they name another process; it lets them through for sandboxed
+ * targets and refuses (and reports) the rest.
  * Syscalls that act on an already-open fd (write, ftruncate, fallocate, mmap) are
  * allowed: a writable fd on a managed file only exists if the supervisor made it.
  * The tables are named so that `--print-filter` and doctor can show them.
@@ -15,7 +21,10 @@
 
 #include <errno.h>
 #include <linux/audit.h>
+#include <linux/btrfs.h>
 #include <linux/filter.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <stddef.h>
@@ -64,7 +73,7 @@ static const struct bsh_syscall k_notify_if_writing[] = {
     SC(openat), /* flags are arg 2 */
 };
 
-/* Refused with EPERM, never notified. */
+/* Refused with EPERM by the supervisor, which reports each one (notified only to be refused). */
 static const struct bsh_syscall k_deny[] = {
     /* io_uring performs file operations without passing through seccomp. */
     SC(io_uring_setup), SC(io_uring_enter), SC(io_uring_register),
@@ -87,15 +96,66 @@ static const struct bsh_syscall k_deny[] = {
   (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
    CLONE_NEWNET | CLONE_PARENT)
 
+struct bsh_ioctl {
+  const char *name;
+  uint32_t cmd;
+};
+#define IOC(n) {#n, (uint32_t)(n)}
+
 /*
  * Terminal ioctls that push input into a tty: through the inherited controlling
  * terminal they would type commands into the user's shell, outside the sandbox.
  * Landlock's IOCTL_DEV does not cover fds opened before the sandbox, so refuse them here.
  */
+static const struct bsh_ioctl k_deny_ioctl[] = {IOC(TIOCSTI), IOC(TIOCLINUX)};
+
+/*
+ * ioctls that change a file or directory through an fd opened READ-ONLY (the kernel asks
+ * for ownership, not for a writable fd), so neither the supervisor nor Landlock ever
+ * sees them: inode flags (chattr), the fsxattr block, the inode generation, fs-verity
+ * (which makes a file immutable for good), an encryption policy on an empty directory,
+ * and btrfs subvolumes and snapshots made or removed inside a directory. Refused
+ * whatever the fd; the list is an enumeration, kept to calls an owner may make.
+ */
+static const struct bsh_ioctl k_deny_file_ioctl[] = {
+    IOC(FS_IOC_SETFLAGS), IOC(FS_IOC32_SETFLAGS), IOC(FS_IOC_FSSETXATTR), IOC(FS_IOC_SETVERSION),
+    IOC(FS_IOC32_SETVERSION), IOC(FS_IOC_ENABLE_VERITY), IOC(FS_IOC_SET_ENCRYPTION_POLICY),
+    IOC(BTRFS_IOC_SNAP_CREATE), IOC(BTRFS_IOC_SNAP_CREATE_V2), IOC(BTRFS_IOC_SUBVOL_CREATE),
+    IOC(BTRFS_IOC_SUBVOL_CREATE_V2), IOC(BTRFS_IOC_SNAP_DESTROY), IOC(BTRFS_IOC_SNAP_DESTROY_V2),
+    IOC(BTRFS_IOC_SUBVOL_SETFLAGS), IOC(BTRFS_IOC_SET_RECEIVED_SUBVOL),
+};
+
+/*
+ * Calls aimed at another process. Landlock scopes signals (silently: no audit) and
+ * ptrace, but not resource limits or scheduling: prlimit64(broker, RLIMIT_CPU, 0)
+ * would kill the broker. Each is notified only when it names another process (the
+ * forms that act on the caller pass in BPF), and the supervisor refuses it when that
+ * process is not sandboxed. tgkill/tkill/rt_tgsigqueueinfo stay with Landlock alone:
+ * language runtimes use them to signal their own threads many times a second.
+ */
+enum other_rule {
+  OTHER_ARG0_POSITIVE, /* kill, rt_sigqueueinfo: pid > 0 (0 and negative pids are groups: Landlock) */
+  OTHER_ARG0_NONZERO,  /* prlimit64, sched_*: pid != 0 (0 is the caller) */
+  OTHER_NOT_SELF,      /* setpriority, ioprio_set: unless (which == `self`, who == 0) */
+  OTHER_ALWAYS,        /* pidfd_send_signal: the pidfd names the process */
+};
 static const struct {
   const char *name;
-  uint32_t cmd;
-} k_deny_ioctl[] = {{"TIOCSTI", TIOCSTI}, {"TIOCLINUX", TIOCLINUX}};
+  int nr;
+  enum other_rule rule;
+  uint32_t self;
+} k_notify_if_other[] = {
+    {"kill", __NR_kill, OTHER_ARG0_POSITIVE, 0},
+    {"rt_sigqueueinfo", __NR_rt_sigqueueinfo, OTHER_ARG0_POSITIVE, 0},
+    {"pidfd_send_signal", __NR_pidfd_send_signal, OTHER_ALWAYS, 0},
+    {"prlimit64", __NR_prlimit64, OTHER_ARG0_NONZERO, 0},
+    {"sched_setaffinity", __NR_sched_setaffinity, OTHER_ARG0_NONZERO, 0},
+    {"sched_setscheduler", __NR_sched_setscheduler, OTHER_ARG0_NONZERO, 0},
+    {"sched_setparam", __NR_sched_setparam, OTHER_ARG0_NONZERO, 0},
+    {"sched_setattr", __NR_sched_setattr, OTHER_ARG0_NONZERO, 0},
+    {"setpriority", __NR_setpriority, OTHER_NOT_SELF, 0 /* PRIO_PROCESS */},
+    {"ioprio_set", __NR_ioprio_set, OTHER_NOT_SELF, 1 /* IOPRIO_WHO_PROCESS */},
+};
 
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t))
 #define RET_ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
@@ -138,6 +198,41 @@ static void ret_if_arg_bits(struct prog *p, int nr, int arg, uint32_t mask, uint
   STMT(BPF_RET | BPF_K, miss);
 }
 
+/* A call aimed at another process: notify per its rule, allow the forms that act on the caller. */
+static void notify_if_other(struct prog *p, int nr, enum other_rule rule, uint32_t self) {
+  uint32_t notify = SECCOMP_RET_USER_NOTIF, allow = SECCOMP_RET_ALLOW;
+  switch (rule) {
+  case OTHER_ALWAYS: ret_if_nr(p, nr, notify); return;
+  case OTHER_ARG0_POSITIVE:
+    /* [0] nr? [1] A = pid [2] negative → [5] [3] zero → [5] [4] notify [5] allow */
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 5);
+    STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(0));
+    JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x80000000u, 2, 0);
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+    STMT(BPF_RET | BPF_K, notify);
+    STMT(BPF_RET | BPF_K, allow);
+    return;
+  case OTHER_ARG0_NONZERO:
+    /* [0] nr? [1] A = pid [2] zero → [4] [3] notify [4] allow */
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 4);
+    STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(0));
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+    STMT(BPF_RET | BPF_K, notify);
+    STMT(BPF_RET | BPF_K, allow);
+    return;
+  case OTHER_NOT_SELF:
+    /* [0] nr? [1] A = which [2] != self → [5] [3] A = who [4] zero → [6] [5] notify [6] allow */
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 6);
+    STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(0));
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, self, 0, 2);
+    STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+    STMT(BPF_RET | BPF_K, notify);
+    STMT(BPF_RET | BPF_K, allow);
+    return;
+  }
+}
+
 static int open_flags_arg(int nr) {
 #if defined(__x86_64__)
   if (nr == __NR_open) return 1;
@@ -147,34 +242,38 @@ static int open_flags_arg(int nr) {
 }
 
 static void build(struct prog *p) {
+  const uint32_t notify = SECCOMP_RET_USER_NOTIF;
   /* Another ABI on the same kernel (i386 via int 0x80, for instance) has other numbers: kill. */
   STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)offsetof(struct seccomp_data, arch));
   JUMP(BPF_JMP | BPF_JEQ | BPF_K, BSH_AUDIT_ARCH, 1, 0);
   STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
   STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)offsetof(struct seccomp_data, nr));
 #if defined(__x86_64__)
-  /* x32 numbers run x86_64 code under other numbers; refuse them all (ENOSYS, as without x32). */
+  /* x32 numbers run x86_64 code under other numbers: the supervisor refuses them all (ENOSYS). */
   JUMP(BPF_JMP | BPF_JGE | BPF_K, __X32_SYSCALL_BIT, 0, 1);
-  STMT(BPF_RET | BPF_K, RET_ERRNO(ENOSYS));
+  STMT(BPF_RET | BPF_K, notify);
 #endif
   for (size_t i = 0; i < N_OF(k_notify_if_writing); i++) {
     int nr = k_notify_if_writing[i].nr;
-    ret_if_arg_bits(p, nr, open_flags_arg(nr), BSH_OPEN_WRITE_MASK, SECCOMP_RET_USER_NOTIF,
-                    SECCOMP_RET_ALLOW);
+    ret_if_arg_bits(p, nr, open_flags_arg(nr), BSH_OPEN_WRITE_MASK, notify, SECCOMP_RET_ALLOW);
   }
-  ret_if_arg_bits(p, __NR_clone, 0, BSH_CLONE_DENY_MASK, RET_ERRNO(EPERM), SECCOMP_RET_ALLOW);
+  ret_if_arg_bits(p, __NR_clone, 0, BSH_CLONE_DENY_MASK, notify, SECCOMP_RET_ALLOW);
   /* ioctl(fd, cmd): cmd is an unsigned int, so the low half is all of it. */
-  JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, (uint8_t)(2 + 2 * N_OF(k_deny_ioctl)));
+  size_t n_ioctl = N_OF(k_deny_ioctl) + N_OF(k_deny_file_ioctl);
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, (uint8_t)(2 + 2 * n_ioctl));
   STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
-  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++) {
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, k_deny_ioctl[i].cmd, 0, 1);
-    STMT(BPF_RET | BPF_K, RET_ERRNO(EPERM));
+  for (size_t i = 0; i < n_ioctl; i++) {
+    uint32_t cmd = i < N_OF(k_deny_ioctl) ? k_deny_ioctl[i].cmd : k_deny_file_ioctl[i - N_OF(k_deny_ioctl)].cmd;
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, cmd, 0, 1);
+    STMT(BPF_RET | BPF_K, notify);
   }
   STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   /* clone3 keeps its flags in memory BPF cannot read; glibc falls back to clone on ENOSYS. */
   ret_if_nr(p, __NR_clone3, RET_ERRNO(ENOSYS));
-  for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, SECCOMP_RET_USER_NOTIF);
-  for (size_t i = 0; i < N_OF(k_deny); i++) ret_if_nr(p, k_deny[i].nr, RET_ERRNO(EPERM));
+  for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, notify);
+  for (size_t i = 0; i < N_OF(k_notify_if_other); i++)
+    notify_if_other(p, k_notify_if_other[i].nr, k_notify_if_other[i].rule, k_notify_if_other[i].self);
+  for (size_t i = 0; i < N_OF(k_deny); i++) ret_if_nr(p, k_deny[i].nr, notify);
   STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 }
 
@@ -201,8 +300,15 @@ static void print_table(const char *key, const struct bsh_syscall *t, size_t n, 
   printf("]%s\n", last ? "" : ",");
 }
 
+static void print_ioctls(const char *key, const struct bsh_ioctl *t, size_t n) {
+  printf("  \"%s\": [", key);
+  for (size_t i = 0; i < n; i++) printf("%s{\"name\": \"%s\", \"cmd\": %u}", i ? ", " : "", t[i].name, t[i].cmd);
+  printf("],\n");
+}
+
 void bsh_seccomp_print_tables(void) {
   static const struct bsh_syscall clone_t[] = {SC(clone)}, clone3_t[] = {SC(clone3)};
+  static const char *const rules[] = {"pid > 0", "pid != 0", "not the caller", "always"};
   struct prog p = {0};
   build(&p);
   printf("{\n  \"arch\": \"%s\",\n  \"instructions\": %zu,\n", BSH_ARCH_NAME, p.len);
@@ -210,12 +316,48 @@ void bsh_seccomp_print_tables(void) {
   printf("  \"openWriteMask\": %d,\n  \"cloneDenyMask\": %d,\n", BSH_OPEN_WRITE_MASK, BSH_CLONE_DENY_MASK);
   print_table("notify", k_notify, N_OF(k_notify), false);
   print_table("notifyIfWriting", k_notify_if_writing, N_OF(k_notify_if_writing), false);
+  printf("  \"notifyIfOtherProcess\": [");
+  for (size_t i = 0; i < N_OF(k_notify_if_other); i++)
+    printf("%s{\"name\": \"%s\", \"nr\": %d, \"when\": \"%s\"}", i ? ", " : "", k_notify_if_other[i].name,
+           k_notify_if_other[i].nr, rules[k_notify_if_other[i].rule]);
+  printf("],\n");
   print_table("deny", k_deny, N_OF(k_deny), false);
   print_table("denyIfNamespace", clone_t, 1, false);
-  printf("  \"denyIoctl\": [");
-  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++)
-    printf("%s{\"name\": \"%s\", \"cmd\": %u}", i ? ", " : "", k_deny_ioctl[i].name, k_deny_ioctl[i].cmd);
-  printf("],\n");
+  print_ioctls("denyIoctl", k_deny_ioctl, N_OF(k_deny_ioctl));
+  print_ioctls("denyFileIoctl", k_deny_file_ioctl, N_OF(k_deny_file_ioctl));
   print_table("enosys", clone3_t, 1, true);
   printf("}\n");
+}
+
+const char *bsh_refused_ioctl_name(uint32_t cmd) {
+  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++)
+    if (k_deny_ioctl[i].cmd == cmd) return k_deny_ioctl[i].name;
+  for (size_t i = 0; i < N_OF(k_deny_file_ioctl); i++)
+    if (k_deny_file_ioctl[i].cmd == cmd) return k_deny_file_ioctl[i].name;
+  return NULL;
+}
+
+static const char *find_name(const struct bsh_syscall *t, size_t n, int nr) {
+  for (size_t i = 0; i < n; i++)
+    if (t[i].nr == nr) return t[i].name;
+  return NULL;
+}
+
+const char *bsh_syscall_name(int nr, char *buf, size_t cap) {
+  const char *name = find_name(k_notify, N_OF(k_notify), nr);
+  if (!name) name = find_name(k_notify_if_writing, N_OF(k_notify_if_writing), nr);
+  if (!name) name = find_name(k_deny, N_OF(k_deny), nr);
+  for (size_t i = 0; !name && i < N_OF(k_notify_if_other); i++)
+    if (k_notify_if_other[i].nr == nr) name = k_notify_if_other[i].name;
+  if (!name && nr == __NR_clone) name = "clone";
+  if (!name && nr == __NR_ioctl) name = "ioctl";
+  if (name) return name;
+#if defined(__x86_64__)
+  if (nr >= __X32_SYSCALL_BIT) {
+    snprintf(buf, cap, "x32-syscall-%d", nr - __X32_SYSCALL_BIT);
+    return buf;
+  }
+#endif
+  snprintf(buf, cap, "syscall-%d", nr);
+  return buf;
 }

@@ -257,11 +257,11 @@ enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, stru
   case __NR_setxattrat: return setxattrat_call(cfg, c, a);
   case __NR_removexattrat: return removexattr_call(cfg, c, (int)a[0], a[1], (int)a[2], a[3]);
   case __NR_file_setattr:
-    /* Not performed on behalf yet (documented): refused without asking. */
+    /* Not performed on behalf yet (documented): refused without asking, and reported. */
     c->op = BSH_OP_FILE_SETATTR;
-    return refuse(c, EPERM);
+    return bsh_report(c, EPERM, "file attributes are not changed on behalf yet");
   default:
-    /* Notified but unknown here: a table/decoder mismatch. Fail closed. */
-    return refuse(c, EPERM);
+    /* Notified to be refused (refusal.c), or a table/decoder mismatch: refused either way. */
+    return bsh_dec_refusal(c, a);
   }
 }

@@ -98,3 +98,51 @@ int bsh_fd_path(int ownfd, char *out, size_t cap, bool *anonymous) {
   if (!*anonymous && unlinked) return -EACCES;
   return 0;
 }
+
+/* The parent of `pid` from /proc/<pid>/stat (the field after the parenthesised name), or -1. */
+static pid_t parent_of(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *close_paren = strrchr(buf, ')');
+  long ppid;
+  char state;
+  if (!close_paren || sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2) return -1;
+  return (pid_t)ppid;
+}
+
+/*
+ * Every sandboxed process descends from the supervisor: it forked the command, is the
+ * child subreaper for orphans, and CLONE_PARENT is refused. Racy by nature (a pid may
+ * be reused after we looked), which is fine: this only decides whether a call is
+ * refused *visibly*; Landlock's scoping still refuses a signal that reaches outside.
+ */
+int bsh_in_sandbox_tree(pid_t pid) {
+  pid_t self = getpid();
+  if (pid == self) return 0;
+  pid_t p = pid;
+  for (int depth = 0; depth < 4096; depth++) {
+    pid_t parent = parent_of(p);
+    if (parent < 0) return depth == 0 ? -1 : 0;
+    if (parent == self) return 1;
+    if (parent <= 1) return 0;
+    p = parent;
+  }
+  return 0;
+}
+
+pid_t bsh_pidfd_pid(int ownfd) {
+  char path[64], line[128];
+  snprintf(path, sizeof path, "/proc/self/fdinfo/%d", ownfd);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  long pid = -1;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "Pid:", 4) == 0) pid = strtol(line + 4, NULL, 10);
+  fclose(f);
+  return pid > 0 ? (pid_t)pid : -1;
+}

@@ -1,5 +1,5 @@
 import type { Broker, Logger } from '../core/index.js';
-import { kernelBridge } from '../sandbox/kernel-bridge.js';
+import { kernelBridge, kernelRefusalAudit } from '../sandbox/kernel-bridge.js';
 import { spawnPreloaded } from '../sandbox/preload.js';
 import { spawnSandboxed } from '../sandbox/spawn.js';
 import { BROKER_ENV } from './env.js';
@@ -60,6 +60,7 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       env,
       scratchDirs: [start.scratch],
       onRequest: kernelBridge(broker, { toolCallId, traceId }),
+      onRefusal: kernelRefusalAudit(broker, { toolCallId, traceId }),
       onProtocolError: (reason) => start.log.error({ phase: 'kernel', reason, toolCallId }, 'supervisor channel problem'),
       stdio: start.stdio,
     });

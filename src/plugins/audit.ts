@@ -4,7 +4,11 @@ import { Stage, type Broker, type BrokerPlugin, type Outcome, type RequestContex
 import { isHookMap } from '../core/intercept.js';
 import { parseOptions } from './options.js';
 
-/** One record per request: what was asked, what was decided, how long it took. */
+/**
+ * One record per request: what was asked, what was decided, how long it took. A
+ * refusal the sandbox decided without a request (see `auditRefusal`) is one record too,
+ * with `operation: 'syscall'` and the syscall in `syscall`.
+ */
 export interface AuditRecord {
   requestId: string;
   sessionId: string;
@@ -23,6 +27,8 @@ export interface AuditRecord {
   durationMs: number;
   /** Per-tap timings, when `traceTaps` is on. */
   taps?: Array<{ hook: string; plugin: string; ms: number }>;
+  /** For a refusal the sandbox decided itself: the syscall, and the thread and process that made it. */
+  syscall?: { name: string; nr: number; pid: number; tid: number };
 }
 
 export interface AuditHooks {
@@ -31,6 +37,67 @@ export interface AuditHooks {
 }
 
 const auditHooks = new WeakMap<Broker, AuditHooks>();
+/** Whether the broker's AuditPlugin logs records (set when it is applied). */
+const auditLogging = new WeakMap<Broker, boolean>();
+const refusalCount = new WeakMap<Broker, number>();
+
+/** The error code of a refusal the sandbox decided without asking the policy. */
+export const SANDBOX_REFUSED = 'BSH_SANDBOX_REFUSED';
+
+/**
+ * A refusal that never became a broker request: the kernel sandbox refused a syscall
+ * itself (io_uring, mount, ptrace, a device node, a signal to a process outside the
+ * sandbox, a rename that would bring a file into the command's temp dir, …). There was
+ * no policy question to ask, so it is not a `BrokerRequest`; it is recorded here so the
+ * audit trail holds every refusal the broker heard of.
+ */
+export interface RefusalReport {
+  /** What reported it (`kernel`: the seccomp supervisor). */
+  origin: string;
+  /** Who decided (`sandbox:supervisor`). */
+  decidedBy: string;
+  reason: string;
+  /** The errno the call returned (`EPERM`). */
+  errno?: string;
+  syscall: { name: string; nr: number; pid: number; tid: number };
+  /** The path the call named, when it named one. */
+  path?: string;
+  toolCallId?: string;
+  traceId?: string;
+}
+
+/**
+ * Records a refusal the sandbox decided itself: the same record shape and sinks as a
+ * request's (`getAuditHooks(broker).record`), and the same log line (`phase: 'audit'`)
+ * when the broker's AuditPlugin logs.
+ */
+export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord {
+  const sequence = (refusalCount.get(broker) ?? 0) + 1;
+  refusalCount.set(broker, sequence);
+  const record: AuditRecord = {
+    requestId: `k${sequence}`,
+    sessionId: broker.sessionId,
+    origin: report.origin,
+    operation: 'syscall',
+    paths: report.path === undefined ? [] : [{ role: 'path', path: report.path, access: 'write' }],
+    verdict: 'deny',
+    decision: 'deny',
+    decidedBy: report.decidedBy,
+    reason: report.reason,
+    ok: false,
+    error: { code: SANDBOX_REFUSED, message: report.reason, ...(report.errno ? { errno: report.errno } : {}) },
+    durationMs: 0,
+    syscall: report.syscall,
+  };
+  if (report.toolCallId) record.toolCallId = report.toolCallId;
+  if (report.traceId) record.traceId = report.traceId;
+  if (auditLogging.get(broker) === true) {
+    const log = broker.log.child({ requestId: record.requestId, toolCallId: report.toolCallId, traceId: report.traceId });
+    log.warn({ phase: 'audit', audit: record }, `${report.syscall.name} ${record.verdict}`);
+  }
+  getAuditHooks(broker).record.call(record);
+  return record;
+}
 
 /** The audit hooks of a broker; created on first use so sinks may register before or after. */
 export function getAuditHooks(broker: Broker): AuditHooks {
@@ -73,6 +140,7 @@ export class AuditPlugin implements BrokerPlugin {
 
   apply(broker: Broker): void {
     const hooks = getAuditHooks(broker);
+    auditLogging.set(broker, this.#options.log);
     if (this.#options.traceTaps) this.#traceTaps(broker);
     broker.hooks.requestDone.tap({ name: this.name, stage: Stage.LAST }, (outcome, context) => {
       const record = toRecord(outcome, context.state.get(TRACE) as Trace | undefined);

@@ -5,15 +5,19 @@ import {
   normalizeAnswer,
   requestReader,
   type KernelAnswer,
+  type KernelRefusal,
   type KernelRequest,
 } from './protocol.js';
 
 const EACCES = 13;
 
 export type KernelRequestHandler = (request: KernelRequest) => Promise<KernelAnswer>;
+/** Told about each syscall the supervisor refused itself (to audit it); the refusal stands whatever it does. */
+export type KernelRefusalHandler = (refusal: KernelRefusal) => Promise<void> | void;
 
 export interface KernelChannelOptions {
   onRequest: KernelRequestHandler;
+  onRefusal?: KernelRefusalHandler;
   /** Told about frames that were refused or that ended the channel (for logs). */
   onProtocolError?: (reason: string) => void;
 }
@@ -27,7 +31,8 @@ export interface KernelChannel {
 /**
  * Serves the supervisor's requests on `socket`: each request is handed to
  * `onRequest` as soon as it arrives and answered when its promise settles, so
- * answers may leave out of order. A handler that throws, rejects or returns
+ * answers may leave out of order. A refusal report goes to `onRefusal` and is
+ * acknowledged once it returns. A handler that throws, rejects or returns
  * something malformed produces EACCES. A frame whose length cannot be trusted
  * ends the channel, which the supervisor treats as a lost broker.
  */
@@ -50,6 +55,17 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
       report(decoded.reason);
       if (decoded.id === undefined) close();
       else send(decoded.id, { errno: EACCES });
+      return;
+    }
+    if (decoded.refusal) {
+      const { refusal } = decoded;
+      try {
+        await options.onRefusal?.(refusal);
+      } catch (error) {
+        report(`onRefusal failed for ${refusal.syscall}: ${String(error)}`);
+      }
+      // The acknowledgement releases the refused call; the supervisor answers it with its own errno.
+      send(refusal.id, { errno: refusal.errno });
       return;
     }
     const { request } = decoded;

@@ -21,6 +21,7 @@ export {
   serveKernelChannel,
   type KernelChannel,
   type KernelChannelOptions,
+  type KernelRefusalHandler,
   type KernelRequestHandler,
 } from './channel.js';
 export { errnoFromName, errnoName } from './errno.js';
@@ -32,11 +33,14 @@ export {
   decodeAnswer,
   decodeRequest,
   encodeAnswer,
+  encodeRefusal,
   encodeRequest,
   normalizeAnswer,
+  REFUSED_OP,
   type KernelAnswer,
   type KernelOp,
   type KernelOpCode,
+  type KernelRefusal,
   type KernelRequest,
 } from './protocol.js';
 export {

@@ -24,10 +24,14 @@ export const filterTablesSchema = z.strictObject({
   cloneDenyMask: z.number().int(),
   notify: z.array(syscallSchema),
   notifyIfWriting: z.array(syscallSchema),
+  /** Signals and scheduling calls, notified only when aimed at another process (`when`). */
+  notifyIfOtherProcess: z.array(syscallSchema.extend({ when: z.string() })),
   deny: z.array(syscallSchema),
   denyIfNamespace: z.array(syscallSchema),
   /** ioctl requests refused whatever the fd (tty input injection). */
   denyIoctl: z.array(z.strictObject({ name: z.string(), cmd: z.number().int() })),
+  /** ioctl requests that change a file without writing it (inode flags, verity), refused. */
+  denyFileIoctl: z.array(z.strictObject({ name: z.string(), cmd: z.number().int() })),
   enosys: z.array(syscallSchema),
 });
 export type FilterTables = z.infer<typeof filterTablesSchema>;

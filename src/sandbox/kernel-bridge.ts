@@ -9,8 +9,10 @@ import {
   type RequestOptions,
   type RequestTarget,
 } from '../core/index.js';
+import { auditRefusal } from '../plugins/audit.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
-import type { KernelAnswer, KernelOp, KernelRequest } from './protocol.js';
+import { errnoName } from './errno.js';
+import type { KernelAnswer, KernelOp, KernelRefusal, KernelRequest } from './protocol.js';
 
 /** __O_TMPFILE, which Node does not export; the same value on x86_64 and aarch64. */
 const O_TMPFILE_BIT = 0o20000000;
@@ -126,4 +128,25 @@ export function outcomeToKernelAnswer(request: KernelRequest, outcome: Outcome):
 /** A request handler for `spawnSandboxed` that runs every syscall through the broker. */
 export function kernelBridge(broker: Broker, meta: KernelBridgeOptions = {}): (request: KernelRequest) => Promise<KernelAnswer> {
   return async (request) => outcomeToKernelAnswer(request, await broker.handle(kernelToBrokerRequest(broker, request, meta)));
+}
+
+/**
+ * A refusal handler for `spawnSandboxed`: each syscall the supervisor refused without
+ * asking (it had no policy question: io_uring, mount, a device node, a signal to a process
+ * outside the sandbox, …) becomes an audit record of the broker's, attributed like the
+ * command's requests. Not a broker request: nothing is decided, only recorded.
+ */
+export function kernelRefusalAudit(broker: Broker, meta: KernelBridgeOptions = {}): (refusal: KernelRefusal) => void {
+  return (refusal) => {
+    auditRefusal(broker, {
+      origin: 'kernel',
+      decidedBy: 'sandbox:supervisor',
+      reason: refusal.reason,
+      errno: errnoName(refusal.errno),
+      syscall: { name: refusal.syscall, nr: refusal.nr, pid: refusal.tgid, tid: refusal.pid },
+      ...(refusal.path !== undefined ? { path: refusal.path } : {}),
+      ...(meta.toolCallId ? { toolCallId: meta.toolCallId } : {}),
+      ...(meta.traceId ? { traceId: meta.traceId } : {}),
+    });
+  };
 }

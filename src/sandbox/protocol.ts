@@ -30,6 +30,13 @@ const opNames = new Map<number, KernelOp>(
   (Object.keys(SandboxOp) as KernelOp[]).map((name) => [SandboxOp[name], name]),
 );
 
+/**
+ * Not an operation: the supervisor reports a syscall it refused without asking (a
+ * refused syscall, a refused argument, a call aimed at a process outside the sandbox).
+ * The broker records it and acknowledges it; the answer's content is ignored.
+ */
+export const REFUSED_OP = 16;
+
 /** Ops whose request and answer carry a second path (`to`). */
 export const TWO_PATH_OPS: ReadonlySet<KernelOp> = new Set<KernelOp>(['rename', 'link']);
 
@@ -54,6 +61,25 @@ export interface KernelRequest {
   to?: string;
   /** Content of the symlink being created (not a path to check). */
   linkTarget?: string;
+}
+
+/** A syscall the supervisor refused itself, reported so the refusal is audited. */
+export interface KernelRefusal {
+  /** Request id: acknowledge it with an answer (its content is ignored). */
+  id: number;
+  /** Thread id and process id of the caller. */
+  pid: number;
+  tgid: number;
+  /** The errno the syscall returns (EPERM, EACCES, EXDEV, ENOSYS). */
+  errno: number;
+  /** The syscall number, as seccomp saw it. */
+  nr: number;
+  /** Its name (`io_uring_setup`, `kill`, `x32-syscall-2`). */
+  syscall: string;
+  /** Why it was refused, for a person reading the audit log. */
+  reason: string;
+  /** The path the call named (absolute, lexical), when it named one. */
+  path?: string;
 }
 
 /**
@@ -129,14 +155,40 @@ function readStrings(body: Buffer, offset: number, count: number): string[] | un
 }
 
 export type DecodedRequest =
-  | { ok: true; request: KernelRequest }
+  | { ok: true; request: KernelRequest; refusal?: undefined }
+  | { ok: true; refusal: KernelRefusal; request?: undefined }
   /** `id` is set when the frame was well delimited: answer it with a denial. */
   | { ok: false; id?: number; reason: string };
+
+function decodeRefusal(body: Buffer, id: number): DecodedRequest {
+  if (body.readUInt16LE(6) !== 0 || body.readUIntLE(24, 4) !== 0) return { ok: false, id, reason: 'reserved bytes are not zero' };
+  const strings = readStrings(body, REQUEST_FIXED, 3);
+  if (strings === undefined) return { ok: false, id, reason: 'bad string field' };
+  const [path = '', to = '', text = ''] = strings;
+  const errno = body.readUInt32LE(16);
+  const space = text.indexOf(' ');
+  const syscall = space < 0 ? text : text.slice(0, space);
+  if (path !== '' && !path.startsWith('/')) return { ok: false, id, reason: 'path is not absolute' };
+  if (to !== '' || syscall === '') return { ok: false, id, reason: 'malformed refusal' };
+  if (errno < 1 || errno > MAX_ERRNO) return { ok: false, id, reason: 'refusal without an errno' };
+  const refusal: KernelRefusal = {
+    id,
+    pid: body.readUInt32LE(8),
+    tgid: body.readUInt32LE(12),
+    errno,
+    nr: body.readUInt32LE(20),
+    syscall,
+    reason: space < 0 ? `${syscall} is refused in the sandbox` : text,
+  };
+  if (path !== '') refusal.path = path;
+  return { ok: true, refusal };
+}
 
 /** Decodes one request body (the bytes after the length field). */
 export function decodeRequest(body: Buffer): DecodedRequest {
   if (body.length < MIN_REQUEST_BODY) return { ok: false, reason: 'request too short' };
   const id = body.readUInt32LE(0);
+  if (body.readUInt16LE(4) === REFUSED_OP) return decodeRefusal(body, id);
   const op = opNames.get(body.readUInt16LE(4));
   if (op === undefined) return { ok: false, id, reason: `unknown op ${body.readUInt16LE(4)}` };
   const follow = body.readUInt8(24);
@@ -189,6 +241,19 @@ export function encodeRequest(request: KernelRequest): Buffer {
   fixed.writeUInt32LE(request.mode >>> 0, 20);
   fixed.writeUInt8(request.follow ? 1 : 0, 24);
   return frame(fixed, [request.path, request.to ?? '', request.linkTarget ?? '']);
+}
+
+/** A refusal frame as the supervisor writes it (for tests and tools). */
+export function encodeRefusal(refusal: KernelRefusal): Buffer {
+  const fixed = Buffer.alloc(REQUEST_FIXED);
+  fixed.writeUInt32LE(refusal.id, 0);
+  fixed.writeUInt16LE(REFUSED_OP, 4);
+  fixed.writeUInt32LE(refusal.pid, 8);
+  fixed.writeUInt32LE(refusal.tgid, 12);
+  fixed.writeUInt32LE(refusal.errno >>> 0, 16);
+  fixed.writeUInt32LE(refusal.nr >>> 0, 20);
+  const text = refusal.reason.startsWith(`${refusal.syscall} `) ? refusal.reason : `${refusal.syscall} ${refusal.reason}`;
+  return frame(fixed, [refusal.path ?? '', '', text]);
 }
 
 function isAbsolutePathText(value: unknown): value is string {

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
 import { Socket } from 'node:net';
-import { serveKernelChannel, type KernelChannel, type KernelRequestHandler } from './channel.js';
+import { serveKernelChannel, type KernelChannel, type KernelRefusalHandler, type KernelRequestHandler } from './channel.js';
 import { locateSandboxBinary } from './locate.js';
 
 /** What each of the command's stdin/stdout/stderr is connected to. */
@@ -18,6 +18,8 @@ export interface SpawnSandboxedOptions {
   writeDevs?: readonly string[];
   /** Decides each modifying syscall outside the scratch dirs; see KernelRequest/KernelAnswer. */
   onRequest: KernelRequestHandler;
+  /** Told about each syscall the supervisor refused without asking (to audit it). */
+  onRefusal?: KernelRefusalHandler;
   onProtocolError?: (reason: string) => void;
   stdio?: readonly [SandboxStdio, SandboxStdio, SandboxStdio];
   /** Override the launcher path (default: locateSandboxBinary()). */
@@ -75,6 +77,7 @@ export function spawnSandboxed(options: SpawnSandboxedOptions): SandboxedProcess
   }
   const channel = serveKernelChannel(socket, {
     onRequest: options.onRequest,
+    ...(options.onRefusal ? { onRefusal: options.onRefusal } : {}),
     ...(options.onProtocolError ? { onProtocolError: options.onProtocolError } : {}),
   });
   const exit = new Promise<SandboxExit>((resolve, reject) => {

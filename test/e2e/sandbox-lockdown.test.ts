@@ -219,6 +219,8 @@ describe('the seccomp tables', () => {
     );
     expect(names(tables.enosys)).toEqual(['clone3']);
     expect(names(tables.denyIoctl)).toEqual(['TIOCSTI', 'TIOCLINUX']);
+    expect(names(tables.denyFileIoctl)).toEqual(expect.arrayContaining(['FS_IOC_SETFLAGS', 'FS_IOC_FSSETXATTR']));
+    expect(names(tables.notifyIfOtherProcess)).toEqual(expect.arrayContaining(['kill', 'pidfd_send_signal']));
     if (tables.arch === 'x86_64') expect(names(tables.notify)).toEqual(expect.arrayContaining(['rename', 'creat', 'utime']));
   });
 });

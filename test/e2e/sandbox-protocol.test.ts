@@ -148,7 +148,7 @@ describe('validation', () => {
     for (let cut = 0; cut <= stream.length; cut++) {
       const reader = requestReader();
       const frames = [...reader.push(stream.subarray(0, cut)).frames, ...reader.push(stream.subarray(cut)).frames];
-      expect(frames.map((f) => decodeRequest(f)).map((d) => d.ok && d.request.id)).toEqual([7, 8]);
+      expect(frames.map((f) => decodeRequest(f)).map((d) => d.ok && d.request?.id)).toEqual([7, 8]);
     }
   });
 

@@ -1,0 +1,109 @@
+/*
+ * Refusals the broker would otherwise never hear of. The filter sends some syscalls to
+ * the supervisor only so they can be refused *visibly* (io_uring, handles, mounts,
+ * namespaces, ptrace, file-attribute ioctls, x32), and sends the calls that act on
+ * another process (signals, limits, scheduling) when they name one. A refusal is
+ * answered to the target only after it was reported to the broker (BSH_OP_REFUSED),
+ * so it is audited like any policy denial and a flood of refused calls waits for the
+ * broker instead of piling up in memory.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum bsh_action bsh_report(struct bsh_call *c, int err, const char *fmt, ...) {
+  char buf[48];
+  c->err = err;
+  int n = snprintf(c->refusal, sizeof c->refusal, "%s ", bsh_syscall_name(c->nr, buf, sizeof buf));
+  if (n < 0 || (size_t)n >= sizeof c->refusal) n = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->refusal + n, sizeof c->refusal - (size_t)n, fmt, ap);
+  va_end(ap);
+  return BSH_ACT_REPORT;
+}
+
+/* A call on process `pid`: continue for a sandboxed (or vanished) one, else refuse and report. */
+static enum bsh_action on_process(struct bsh_call *c, long pid, const char *doing) {
+  if (pid <= 0 || pid > 0x3fffffff) return BSH_ACT_CONTINUE; /* the kernel's own EINVAL/ESRCH */
+  if (bsh_in_sandbox_tree((pid_t)pid) != 0) return BSH_ACT_CONTINUE;
+  /* Landlock's signal scoping would refuse a signal with EPERM too: the same errno, now audited. */
+  return bsh_report(c, EPERM, "%s process %ld, which is outside the sandbox", doing, pid);
+}
+
+static enum bsh_action signal_call(struct bsh_call *c, long pid, long sig) {
+  char doing[48];
+  snprintf(doing, sizeof doing, "signal %ld to", sig);
+  return on_process(c, pid, doing);
+}
+
+/* setpriority/ioprio_set: a process (checked), or a group or user, which reach beyond the sandbox. */
+static enum bsh_action priority_call(struct bsh_call *c, long which, long who, long process_kind, long min_kind,
+                                     long max_kind) {
+  if (which == process_kind) return on_process(c, who == 0 ? -1 : who, "a new priority for");
+  if (which < min_kind || which > max_kind) return BSH_ACT_CONTINUE; /* the kernel's EINVAL */
+  return bsh_report(c, EPERM, "a new priority for a process group or a user, which reach outside the sandbox");
+}
+
+enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *a) {
+#if defined(__x86_64__)
+  if (c->nr >= __X32_SYSCALL_BIT) return bsh_report(c, ENOSYS, "x32 syscalls are not available in the sandbox");
+#endif
+  switch (c->nr) {
+  case __NR_clone:
+    /* Notified only with a namespace flag or CLONE_PARENT (BSH_CLONE_DENY_MASK). */
+    return bsh_report(c, EPERM, "new namespaces and CLONE_PARENT are refused in the sandbox (flags %#llx)",
+                      (unsigned long long)(uint32_t)a[0]);
+  case __NR_ioctl: {
+    const char *ioc = bsh_refused_ioctl_name((uint32_t)a[1]);
+    return bsh_report(c, EPERM, "%s is refused in the sandbox", ioc ? ioc : "this request");
+  }
+  case __NR_kill: return signal_call(c, (long)(int)a[0], (long)(int)a[1]);
+  case __NR_rt_sigqueueinfo: return signal_call(c, (long)(int)a[0], (long)(int)a[1]);
+  case __NR_pidfd_send_signal: {
+    int dup = bsh_proc_dup_fd(c, (int)a[0]);
+    if (dup < 0) return BSH_ACT_CONTINUE; /* no such fd: the kernel says EBADF */
+    pid_t pid = bsh_pidfd_pid(dup);
+    close(dup);
+    return signal_call(c, pid, (long)(int)a[1]);
+  }
+  case __NR_prlimit64:
+    if (a[2] == 0) return BSH_ACT_CONTINUE; /* reading limits changes nothing */
+    return on_process(c, (long)(int)a[0], "new resource limits for");
+  case __NR_sched_setaffinity:
+  case __NR_sched_setscheduler:
+  case __NR_sched_setparam:
+  case __NR_sched_setattr: return on_process(c, (long)(int)a[0], "new scheduling for");
+  case __NR_setpriority: return priority_call(c, (long)(int)a[0], (long)(int)a[1], PRIO_PROCESS, PRIO_PROCESS, PRIO_USER);
+  case __NR_ioprio_set: return priority_call(c, (long)(int)a[0], (long)(int)a[1], 1, 1, 3);
+  default:
+    /* The deny table (io_uring, handles, mounts, namespaces, ptrace, keys, bpf, …), or a
+     * table/decoder mismatch: refused either way. */
+    return bsh_report(c, EPERM, "is refused in the sandbox");
+  }
+}
+
+/*
+ * Landlock lets the command write its scratch dirs itself, and (its REFER rule) refuses to
+ * link or move a file from elsewhere into them, with EXDEV. The supervisor performs
+ * renames and links outside Landlock, so it must keep the same rule: a name in scratch
+ * for a file that lives elsewhere would let every later write through that name skip the
+ * broker (no policy, no backup) — a hard link there to an outside file would make that
+ * file writable. Paths are the lexical ones at decode time and the broker's resolved ones
+ * before acting. An exchange moves both ways, so either side entering scratch counts.
+ */
+bool bsh_enters_scratch(const struct bsh_config *cfg, const struct bsh_call *c, const char *path, const char *to,
+                        bool path_anonymous) {
+  if (c->op != BSH_OP_RENAME && c->op != BSH_OP_LINK) return false;
+  bool from_in = path_anonymous || (bsh_in_scratch(cfg, path) && !bsh_has_dotdot(path));
+  bool to_in = bsh_in_scratch(cfg, to) && !bsh_has_dotdot(to);
+  if (c->op == BSH_OP_RENAME && (c->flags & RENAME_EXCHANGE)) return from_in != to_in;
+  return to_in && !from_in;
+}
