@@ -21,6 +21,6 @@ it('the agent loop runs commands and a guarded Write in one turn, then lists and
   for (const line of ['notes.txt (open, 12 bytes)', 'todo.txt (rename, 16 bytes)', 'README.md (delete, 10 bytes)', 'plan.md (open, 9 bytes)']) {
     expect(out).toContain(`backed up: ${line}`);
   }
-  expect(out).toContain('restored 4 files');
+  expect(out).toContain('restored 4 files and the times of 1 directory');
   expect(out).toContain('after restore: notes.txt "first draft\\n", todo.txt "write the notes\\n", README.md "# project\\n", plan.md "old plan\\n"');
 });

@@ -83,7 +83,9 @@ try {
     const found = await store.findTurn(ended.turnId ?? 'latest', { sessionId: session.sessionId });
     for (const file of found.manifest.files) say(`backed up: ${path.basename(file.path)} (${file.operation}, ${file.size} bytes)`);
     const report = await found.store.restore(found.manifest, { force: true });
-    say(`restored ${report.restored.length} files`);
+    // Directories whose names changed get their times back too; count them apart.
+    const directories = report.restored.filter((item) => item.kind === 'directory').length;
+    say(`restored ${report.restored.length - directories} files and the times of ${directories} ${directories === 1 ? 'directory' : 'directories'}`);
     say(`after restore: notes.txt ${await show('notes.txt')}, todo.txt ${await show('todo.txt')}, README.md ${await show('README.md')}, plan.md ${await show('plan.md')}`);
   } finally {
     await session.close();

@@ -21,6 +21,14 @@ export interface FoundTurn {
   manifest: TurnManifest;
 }
 
+export interface RewindPlan {
+  store: SessionBackupStore;
+  /** The turn the session is rewound to before. */
+  target: TurnManifest;
+  /** It and every later 'turn'-kind turn of its session, newest first. */
+  turns: TurnManifest[];
+}
+
 /** The ref that means "the most recently committed turn". */
 export const LATEST = 'latest';
 
@@ -114,6 +122,38 @@ export class BackupHome {
     throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `turn reference ${JSON.stringify(ref)} is ambiguous; it matches:\n${listed}`, {
       details: { ref, candidates },
     });
+  }
+
+  /**
+   * The most recently committed 'restore' turn (of one session, or of all): restoring
+   * it undoes the last restore (`backups restore --undo-last`). Doing that twice redoes
+   * it: the undo is itself a restore with its own rescue turn.
+   */
+  async lastRestore(options: { sessionId?: string } = {}): Promise<FoundTurn> {
+    const restores = (await this.listTurns(options)).filter(
+      (t): t is TurnManifest & { committedAt: string } => t.kind === 'restore' && t.committedAt !== null,
+    );
+    restores.sort((a, b) => compareTimes(a.committedAt, b.committedAt) || compareTimes(a.startedAt, b.startedAt));
+    const last = restores.at(-1);
+    if (!last) {
+      const where = options.sessionId === undefined ? `under ${this.home}` : `in session ${options.sessionId}`;
+      throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no restore to undo ${where}`);
+    }
+    return this.#found(last);
+  }
+
+  /**
+   * What `backups restore --to REF` undoes: the turn REF names and every later turn of
+   * the same session, newest first. Restore turns are left out: a turn's rewind compares
+   * each path with its state before that turn, so paths a restore already put back are
+   * simply found unchanged, and a restore's rescue turn is how a rewind itself is undone.
+   */
+  async rewindPlan(ref: string, options: { sessionId?: string } = {}): Promise<RewindPlan> {
+    const { store, manifest: target } = await this.findTurn(ref, options);
+    const turns = await store.listTurns();
+    const from = turns.findIndex((t) => t.id === target.id);
+    const later = turns.slice(from === -1 ? turns.length : from + 1).filter((t) => t.kind === 'turn');
+    return { store, target, turns: [...later.reverse(), target] };
   }
 
   async #found(manifest: TurnManifest): Promise<FoundTurn> {

@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { isoFromNs, permissionBits } from './fs-util.js';
-import type { BackupEntry } from './manifest-schema.js';
+import type { AbsentEntry, BackupEntry, DirectoryEntry } from './manifest-schema.js';
 
 /** Who asked for a backup and why: the validated caller-supplied part of an entry. */
 export interface EntryBase {
@@ -83,6 +83,36 @@ export function buildEntry(base: EntryBase, stats: BigIntStats, content: EntryCo
     after: null,
   };
   if (content.linkTarget !== undefined) entry.linkTarget = content.linkTarget;
+  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
+  if (base.traceId !== undefined) entry.traceId = base.traceId;
+  return entry;
+}
+
+/** A path the turn found empty (it is about to create it). */
+export function buildAbsentEntry(base: EntryBase, backedUpAt: string): AbsentEntry {
+  const entry: AbsentEntry = { path: base.path, operation: base.operation, kind: 'absent', backedUpAt, after: null };
+  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
+  if (base.traceId !== undefined) entry.traceId = base.traceId;
+  return entry;
+}
+
+/** A directory's metadata before the turn changed it or a name in it. */
+export function buildDirectoryEntry(base: EntryBase, stats: BigIntStats, xattrs: Record<string, string> | null, backedUpAt: string): DirectoryEntry {
+  const entry: DirectoryEntry = {
+    path: base.path,
+    operation: base.operation,
+    kind: 'directory',
+    mode: permissionBits(stats),
+    uid: Number(stats.uid),
+    gid: Number(stats.gid),
+    mtime: isoFromNs(stats.mtimeNs),
+    mtimeNs: stats.mtimeNs.toString(),
+    atime: isoFromNs(stats.atimeNs),
+    atimeNs: stats.atimeNs.toString(),
+    xattrs,
+    backedUpAt,
+    after: null,
+  };
   if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
   if (base.traceId !== undefined) entry.traceId = base.traceId;
   return entry;

@@ -1,15 +1,19 @@
 import { FILE_BACKUP_MAX_SIZE_MB } from './settings.js';
 import { fileTypeOf, hashFile, lstatOrUndefined, permissionBits } from './fs-util.js';
-import type { AfterState, BackupEntry } from './manifest-schema.js';
-import { readLinkQuietly, setTimesNsWithTouch, type SetTimesNs } from './metadata-ops.js';
+import type { AfterState, TurnEntry } from './manifest-schema.js';
+import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 
 /** Files above this are compared by size, mode and mtime only (hashing them would stall a commit). */
 export const STATE_HASH_LIMIT = FILE_BACKUP_MAX_SIZE_MB.max * 1024 * 1024;
 
 export interface ObserveOptions {
   hashLimit?: number;
+  /** false: never hash (size, mode, mtime, owner and xattrs decide). A created file's after-state is taken so: cheap. */
+  hash?: boolean;
   /** Puts a symlink's times back after reading its target (see readLinkQuietly). */
   setTimesNs?: SetTimesNs;
+  /** Record the xattrs of files and directories too (compared only when both states hold them). */
+  xattrs?: XattrAccess | undefined;
 }
 
 /** What is at `file` now, in the form manifests record after-states. Reads change no times. */
@@ -18,42 +22,104 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   const stats = await lstatOrUndefined(file);
   if (!stats) return { type: 'absent' };
   const type = fileTypeOf(stats);
-  if (type === 'symlink') return { type: 'symlink', target: await readLinkQuietly(file, stats, options.setTimesNs ?? setTimesNsWithTouch) };
+  const owner = { uid: Number(stats.uid), gid: Number(stats.gid) };
+  if (type === 'symlink') return { type: 'symlink', target: await readLinkQuietly(file, stats, options.setTimesNs ?? setTimesNsWithTouch), ...owner };
+  const xattrs = options.xattrs ? { xattrs: readXattrs(options.xattrs, file) ?? null } : {};
+  if (type === 'directory') {
+    return { type: 'other', fileType: 'directory', mode: permissionBits(stats), ...owner, mtimeNs: stats.mtimeNs.toString(), ...xattrs };
+  }
   if (type !== 'file') return { type: 'other', fileType: type };
-  const sha256 = stats.size <= BigInt(hashLimit) ? (await hashFile(file)).sha256 : null;
+  const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? (await hashFile(file)).sha256 : null;
   return {
     type: 'file',
     size: Number(stats.size),
     sha256,
     mode: permissionBits(stats),
     mtimeNs: stats.mtimeNs.toString(),
+    ...owner,
+    ...xattrs,
   };
 }
 
 /** The state an entry describes: the path as it was before the turn. */
-export function beforeStateOf(entry: BackupEntry): AfterState {
-  if (entry.kind === 'symlink') return { type: 'symlink', target: entry.linkTarget ?? '' };
-  return { type: 'file', size: entry.size, sha256: entry.sha256, mode: entry.mode, mtimeNs: entry.mtimeNs };
+export function beforeStateOf(entry: TurnEntry): AfterState {
+  switch (entry.kind) {
+    case 'absent':
+      return { type: 'absent' };
+    case 'directory':
+      return { type: 'other', fileType: 'directory', mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, xattrs: entry.xattrs };
+    case 'symlink':
+      return { type: 'symlink', target: entry.linkTarget ?? '', uid: entry.uid, gid: entry.gid };
+    case 'file':
+      return {
+        type: 'file',
+        size: entry.size,
+        sha256: entry.sha256,
+        mode: entry.mode,
+        mtimeNs: entry.mtimeNs,
+        uid: entry.uid,
+        gid: entry.gid,
+        xattrs: entry.xattrs,
+      };
+  }
 }
 
-/** Why two states differ, or undefined when they are the same. A missing hash compares by size, mode and mtime. */
+/**
+ * Why two states differ, or undefined when they are the same. A missing hash compares
+ * by size, mode and mtime; owner and xattrs count when both states recorded them.
+ * Directories compare type, mode, owner and xattrs, not mtime (see `directoryTimesDiffer`).
+ */
 export function stateDifference(expected: AfterState, actual: AfterState): string | undefined {
   if (expected.type === 'absent' && actual.type === 'absent') return undefined;
   if (expected.type === 'symlink' && actual.type === 'symlink') {
-    return actual.target === expected.target ? undefined : `symlink now points to ${JSON.stringify(actual.target)}`;
+    if (actual.target !== expected.target) return `symlink now points to ${JSON.stringify(actual.target)}`;
+    return ownerDifference(expected, actual);
   }
-  if (expected.type === 'other' && actual.type === 'other' && expected.fileType === actual.fileType) return undefined;
+  if (expected.type === 'other' && actual.type === 'other' && expected.fileType === actual.fileType) {
+    if (expected.mode !== undefined && actual.mode !== undefined && expected.mode !== actual.mode) return modeDifference(expected.mode, actual.mode);
+    return ownerDifference(expected, actual) ?? xattrDifference(expected.xattrs, actual.xattrs);
+  }
   if (expected.type === 'file' && actual.type === 'file') {
     if (expected.size !== actual.size) return `size is ${actual.size}, expected ${expected.size}`;
     if (expected.sha256 !== null && actual.sha256 !== null && expected.sha256 !== actual.sha256) return 'content differs';
-    if (expected.mode !== actual.mode) return `mode is ${actual.mode.toString(8)}, expected ${expected.mode.toString(8)}`;
+    if (expected.mode !== actual.mode) return modeDifference(expected.mode, actual.mode);
     if (expected.mtimeNs !== actual.mtimeNs) return 'modification time differs';
-    return undefined;
+    return ownerDifference(expected, actual) ?? xattrDifference(expected.xattrs, actual.xattrs);
   }
-  return `expected ${describe(expected)}, found ${describe(actual)}`;
+  return `expected ${describeState(expected)}, found ${describeState(actual)}`;
 }
 
-function describe(state: AfterState): string {
+/** Whether both states are directories with recorded, different mtimes. */
+export function directoryTimesDiffer(expected: AfterState, actual: AfterState): boolean {
+  return expected.type === 'other' && actual.type === 'other' && expected.mtimeNs !== undefined && actual.mtimeNs !== undefined && expected.mtimeNs !== actual.mtimeNs;
+}
+
+export function isDirectoryState(state: AfterState): boolean {
+  return state.type === 'other' && state.fileType === 'directory';
+}
+
+function modeDifference(expected: number, actual: number): string {
+  return `mode is ${actual.toString(8)}, expected ${expected.toString(8)}`;
+}
+
+function ownerDifference(expected: { uid?: number | undefined; gid?: number | undefined }, actual: { uid?: number | undefined; gid?: number | undefined }): string | undefined {
+  const uidDiffers = expected.uid !== undefined && actual.uid !== undefined && expected.uid !== actual.uid;
+  const gidDiffers = expected.gid !== undefined && actual.gid !== undefined && expected.gid !== actual.gid;
+  if (!uidDiffers && !gidDiffers) return undefined;
+  return `owner is ${actual.uid ?? '?'}:${actual.gid ?? '?'}, expected ${expected.uid ?? '?'}:${expected.gid ?? '?'}`;
+}
+
+type Xattrs = Record<string, string> | null | undefined;
+
+function xattrDifference(expected: Xattrs, actual: Xattrs): string | undefined {
+  // Not recorded on one side (no xattr access, or an older manifest): nothing to compare.
+  if (expected === null || expected === undefined || actual === null || actual === undefined) return undefined;
+  const names = new Set([...Object.keys(expected), ...Object.keys(actual)]);
+  const changed = [...names].filter((name) => expected[name] !== actual[name]).sort();
+  return changed.length === 0 ? undefined : `extended attributes differ (${changed.join(', ')})`;
+}
+
+export function describeState(state: AfterState): string {
   switch (state.type) {
     case 'absent':
       return 'nothing';

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C, type BigIntStats } from 'node:fs';
+import { constants as C, lstatSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 
@@ -120,6 +120,20 @@ export async function lstatOrUndefined(file: string): Promise<BigIntStats | unde
   } catch (error) {
     const code = errorCode(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
+/**
+ * lstat for the hot path of recording a path the turn is about to create: synchronous,
+ * and without building an error for the common answer "nothing there" (a rejected
+ * promise with a stack costs more than the lstat itself).
+ */
+export function lstatNowOrUndefined(file: string): BigIntStats | undefined {
+  try {
+    return lstatSync(file, { bigint: true, throwIfNoEntry: false });
+  } catch (error) {
+    if (errorCode(error) === 'ENOTDIR') return undefined;
     throw error;
   }
 }

@@ -1,6 +1,6 @@
-export { BackupHome, LATEST, type BackupHomeOptions, type FoundTurn } from './backup-home.js';
+export { BackupHome, LATEST, type BackupHomeOptions, type FoundTurn, type RewindPlan } from './backup-home.js';
 export { BlobStore, type BlobFaults, type BlobStoreOptions, type StoredBlob } from './blob-store.js';
-export { beforeStateOf, observeState, stateDifference } from './file-state.js';
+export { beforeStateOf, describeState, isDirectoryState, observeState, stateDifference } from './file-state.js';
 export {
   HOME_ENV,
   blobRelativePath,
@@ -16,13 +16,22 @@ export {
 } from './layout.js';
 export {
   MANIFEST_VERSION,
+  absentEntrySchema,
   afterStateSchema,
   backupEntrySchema,
   describeIssues,
+  directoryEntrySchema,
+  isStructureEntry,
+  structureEntrySchema,
+  turnEntries,
   turnKindSchema,
   turnManifestSchema,
+  type AbsentEntry,
   type AfterState,
   type BackupEntry,
+  type DirectoryEntry,
+  type StructureEntry,
+  type TurnEntry,
   type TurnKind,
   type TurnManifest,
 } from './manifest-schema.js';
@@ -30,9 +39,11 @@ export { readXattrs, setTimesNsWithTouch, touchStamp, type MetadataOps, type Set
 export {
   conflictReasonSchema,
   restoreReportSchema,
+  rewindReportSchema,
   type RestoreOptions,
   type RestoreReport,
   type RestoredItem,
+  type RewindReport,
 } from './restore.js';
 export {
   SessionBackupStore,
@@ -53,3 +64,25 @@ export {
   type BackupSettingsInput,
   type OversizePolicy,
 } from './settings.js';
+export {
+  GC_GRACE_MS,
+  acquireSessionLock,
+  collectGarbage,
+  gcReportSchema,
+  type GcFaults,
+  type GcOptions,
+  type GcReport,
+  type SessionLock,
+} from './gc.js';
+export {
+  cutoffOf,
+  parseCount,
+  parseOlderThan,
+  parseSize,
+  pruneBackups,
+  pruneReportSchema,
+  type OlderThan,
+  type PruneOptions,
+  type PruneReport,
+} from './retention.js';
+export { backupStats, statsReportSchema, type StatsOptions, type StatsReport } from './stats.js';

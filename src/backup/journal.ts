@@ -9,9 +9,13 @@ import {
   MANIFEST_VERSION,
   backupEntrySchema,
   describeIssues,
+  isStructureEntry,
   isoSchema,
+  structureEntrySchema,
   turnKindSchema,
   type BackupEntry,
+  type StructureEntry,
+  type TurnEntry,
   type TurnManifest,
 } from './manifest-schema.js';
 
@@ -19,10 +23,15 @@ import {
  * The journal of an open turn, `turns/<turn-id>.journal`: JSON lines, each ending in "\n".
  *
  *   line 1    the header: {"journal":1,"id":…,"sessionId":…,"kind":…,["restoreOf":…,]"startedAt":…}
- *   line 2…   one backup entry each (backupEntrySchema, `after` null), in the order they were taken
+ *   line 2…   one entry each, in the order they were taken, `after` null: a backup with
+ *             content (backupEntrySchema, kind file/symlink) or a path recorded without
+ *             content (structureEntrySchema, kind absent/directory)
  *
  * A backup appends its one line with a single write (O_APPEND) and fdatasyncs it before
  * it returns, so the cost of a backup does not depend on how many the turn already has.
+ * Some lines are appended without their own fdatasync (an `absent` entry: losing it in a
+ * crash only leaves a created file behind on rewind, it loses no data); the next synced
+ * append or the commit makes them durable, since fdatasync flushes the whole file.
  * The journal is only ever created whole (temp file, fsync, rename), so it always starts
  * with a complete header. The last line may be torn by a crash in the middle of an
  * append; that backup was never acknowledged, so the line is ignored (with a warning) and
@@ -59,9 +68,14 @@ export function journalHeaderOf(manifest: TurnManifest): JournalHeader {
   return header;
 }
 
+/** The schema a journal line of this kind must satisfy. */
+function lineSchemaFor(kind: unknown): z.ZodType<TurnEntry> {
+  return kind === 'absent' || kind === 'directory' ? structureEntrySchema : backupEntrySchema;
+}
+
 /** One entry as its journal line, validated on its own (never the whole turn). */
-export function encodeEntryLine(entry: BackupEntry): string {
-  const checked = backupEntrySchema.safeParse(entry);
+export function encodeEntryLine(entry: TurnEntry): string {
+  const checked = lineSchemaFor(entry.kind).safeParse(entry);
   if (!checked.success) {
     throw new BrokerError(ErrorCodes.BACKUP_FAILED, `refusing to record an invalid entry for ${entry.path}:\n${describeIssues(checked.error)}`);
   }
@@ -72,7 +86,7 @@ export function encodeEntryLine(entry: BackupEntry): string {
  * A whole journal: the header, the entries already recorded (they were validated when
  * they were taken or read) and optionally one more, already encoded line.
  */
-export function journalText(header: JournalHeader, entries: Iterable<BackupEntry>, extraLine = ''): string {
+export function journalText(header: JournalHeader, entries: Iterable<TurnEntry>, extraLine = ''): string {
   const checked = journalHeaderSchema.safeParse(header);
   if (!checked.success) {
     throw new BrokerError(ErrorCodes.BACKUP_FAILED, `refusing to write an invalid journal header for turn ${header.id}:\n${describeIssues(checked.error)}`);
@@ -95,17 +109,18 @@ export async function writeJournal(layout: StoreLayout, turnId: string, text: st
 
 /**
  * Append one encoded line with a single write and make it durable (fdatasync: data and
- * length). `wholeBytes` is the journal's length before; on failure the file is cut back
- * to it (best effort), so no half line stays behind. Returns the new length.
+ * length) unless `sync` is false. `wholeBytes` is the journal's length before; on
+ * failure the file is cut back to it (best effort), so no half line stays behind.
+ * Returns the new length.
  */
-export async function appendJournalLine(file: string, line: string, wholeBytes: number): Promise<number> {
+export async function appendJournalLine(file: string, line: string, wholeBytes: number, options: { sync?: boolean } = {}): Promise<number> {
   const data = Buffer.from(line, 'utf8');
   const handle = await fs.open(file, C.O_WRONLY | C.O_APPEND | C.O_NOFOLLOW);
   try {
     try {
       const { bytesWritten } = await handle.write(data, 0, data.length, null);
       if (bytesWritten !== data.length) throw new Error(`short write to ${file}: ${bytesWritten} of ${data.length} bytes`);
-      await handle.datasync();
+      if (options.sync !== false) await handle.datasync();
     } catch (error) {
       await handle.truncate(wholeBytes).catch(() => undefined);
       throw error;
@@ -156,12 +171,13 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
   }
 
   const files: BackupEntry[] = [];
+  const structure: StructureEntry[] = [];
   const seen = new Set<string>();
   let wholeBytes = headerLine.end + 1;
   let ignored: ParsedJournal['ignored'];
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i] as { start: number; end: number };
-    const entry = parseLine(data, line, backupEntrySchema);
+    const entry = parseEntryLine(data, line);
     if (!entry.ok) {
       if (i === lines.length - 1 && tornBytes === 0) {
         // The last line: an append the crash interrupted, never acknowledged.
@@ -172,7 +188,8 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
     }
     if (seen.has(entry.value.path)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
     seen.add(entry.value.path);
-    files.push(entry.value);
+    if (isStructureEntry(entry.value)) structure.push(entry.value);
+    else files.push(entry.value);
     wholeBytes = line.end + 1;
   }
   if (tornBytes > 0) ignored = { bytes: tornBytes, line: lines.length + 1, reason: 'no end of line (torn by an interrupted write)' };
@@ -188,10 +205,24 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
     files,
   };
   if (header.value.restoreOf !== undefined) manifest.restoreOf = header.value.restoreOf;
+  if (structure.length > 0) manifest.structure = structure;
   return ignored === undefined ? { manifest, wholeBytes } : { manifest, wholeBytes, ignored };
 }
 
 type LineResult<T> = { ok: true; value: T } | { ok: false; reason: string };
+
+/** An entry line of either kind (chosen by its `kind`). */
+function parseEntryLine(data: Buffer, line: { start: number; end: number }): LineResult<TurnEntry> {
+  let json: unknown;
+  try {
+    json = JSON.parse(data.toString('utf8', line.start, line.end));
+  } catch (error) {
+    return { ok: false, reason: `not valid JSON (${error instanceof Error ? error.message : String(error)})` };
+  }
+  const kind = typeof json === 'object' && json !== null && 'kind' in json ? (json as { kind: unknown }).kind : undefined;
+  const parsed = lineSchemaFor(kind).safeParse(json);
+  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, reason: `invalid:\n${describeIssues(parsed.error)}` };
+}
 
 function parseLine<T>(data: Buffer, line: { start: number; end: number }, schema: z.ZodType<T>): LineResult<T> {
   let json: unknown;

@@ -54,8 +54,15 @@ export function validateSessionId(value: unknown): string {
   return parseId(sessionIdSchema, value, 'session id');
 }
 
+/** Turn ids already found valid: a turn's id is checked on every backup into it. */
+const validTurnIds = new Set<string>();
+
 export function validateTurnId(value: unknown): string {
-  return parseId(turnIdSchema, value, 'turn id');
+  if (typeof value === 'string' && validTurnIds.has(value)) return value;
+  const id = parseId(turnIdSchema, value, 'turn id');
+  if (validTurnIds.size > 4096) validTurnIds.clear();
+  validTurnIds.add(id);
+  return id;
 }
 
 /** A fresh turn id of the broker's shape: UTC `YYYYMMDD-HHMMSS-` and six hex digits. */

@@ -9,30 +9,48 @@ const nsSchema = z.string().regex(/^-?\d+$/, 'not a decimal nanosecond count');
 export const isoSchema = z.iso.datetime({ offset: true });
 const modeSchema = z.number().int().min(0).max(0o7777);
 const sizeSchema = z.number().int().min(0);
+const operationSchema = z.string().regex(/^[a-z][a-z0-9-]{0,31}$/);
 const absolutePath = z
   .string()
   .min(1)
   .max(4096)
   .refine((v) => v.startsWith('/') && !v.includes('\0'), 'not an absolute path');
 
+/** name → base64 value, sorted by name. */
+export const xattrMapSchema = z.record(z.string(), z.base64());
+const ownerFields = {
+  /** Absent in manifests written before owners were compared. */
+  uid: z.number().int().min(0).optional(),
+  gid: z.number().int().min(0).optional(),
+};
+
 /**
  * What was at a path when the turn was committed. Restore compares the present with
- * it: a difference means someone changed the file after the turn.
+ * it: a difference means someone changed the file after the turn. Owner and xattrs
+ * are compared when both sides recorded them (older manifests did not); `xattrs` is
+ * null when there was no xattr access.
  */
 export const afterStateSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('absent') }),
   z.strictObject({
     type: z.literal('file'),
     size: sizeSchema,
-    /** null when the file was too large to hash at commit; size+mode+mtime then decide. */
+    /** null when the file was too large to hash at commit, or was created by the turn (never hashed): size+mode+mtime then decide. */
     sha256: sha256Schema.nullable(),
     mode: modeSchema,
     mtimeNs: nsSchema,
+    ...ownerFields,
+    xattrs: xattrMapSchema.nullable().optional(),
   }),
-  z.strictObject({ type: z.literal('symlink'), target: z.string() }),
+  z.strictObject({ type: z.literal('symlink'), target: z.string(), ...ownerFields }),
   z.strictObject({
     type: z.literal('other'),
     fileType: z.enum(['directory', 'fifo', 'socket', 'char-device', 'block-device', 'unknown']),
+    /** Recorded for directories (older manifests: type only). A directory's mtime is not compared: it moves with every name added or removed. */
+    mode: modeSchema.optional(),
+    ...ownerFields,
+    mtimeNs: nsSchema.optional(),
+    xattrs: xattrMapSchema.nullable().optional(),
   }),
 ]);
 export type AfterState = z.infer<typeof afterStateSchema>;
@@ -41,7 +59,7 @@ export type AfterState = z.infer<typeof afterStateSchema>;
 export const backupEntrySchema = z.strictObject({
   path: absolutePath,
   /** What the broker was about to do (open, truncate, rename, delete, …, or 'restore'). */
-  operation: z.string().regex(/^[a-z][a-z0-9-]{0,31}$/),
+  operation: operationSchema,
   kind: z.enum(['file', 'symlink']),
   /** Content length (for a symlink: the length of its target). */
   size: sizeSchema,
@@ -57,7 +75,7 @@ export const backupEntrySchema = z.strictObject({
   atime: isoSchema,
   atimeNs: nsSchema,
   /** name → base64 value; null when no xattr access was available (not recorded). */
-  xattrs: z.record(z.string(), z.base64()).nullable(),
+  xattrs: xattrMapSchema.nullable(),
   linkTarget: z.string().optional(),
   /** Set when the file was over the size cap and the policy was 'skip': metadata only. */
   skipped: z.literal('too-large').optional(),
@@ -69,6 +87,63 @@ export const backupEntrySchema = z.strictObject({
 });
 export type BackupEntry = z.infer<typeof backupEntrySchema>;
 
+const attributionFields = {
+  toolCallId: z.string().max(256).optional(),
+  traceId: z.string().max(256).optional(),
+};
+
+/**
+ * A path the turn found empty: nothing was there when the turn first touched it (it
+ * created the path: a new file, link, FIFO or directory, or the destination of a
+ * rename). Rewinding the turn removes what is there (kept in the rescue turn first).
+ * It holds no content, so `backups list --json` shows it with size 0, sha256 null and
+ * mode 0.
+ */
+export const absentEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('absent'),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type AbsentEntry = z.infer<typeof absentEntrySchema>;
+
+/**
+ * A directory as it was before the turn changed it or a name in it: deleted (`rm -rf`,
+ * rmdir), renamed away, its mode, owner, times or xattrs changed, or an entry added to
+ * or removed from it (which moves its mtime). Rewinding recreates it when it is gone
+ * and puts its metadata back.
+ */
+export const directoryEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('directory'),
+  mode: modeSchema,
+  uid: z.number().int().min(0),
+  gid: z.number().int().min(0),
+  mtime: isoSchema,
+  mtimeNs: nsSchema,
+  atime: isoSchema,
+  atimeNs: nsSchema,
+  xattrs: xattrMapSchema.nullable(),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type DirectoryEntry = z.infer<typeof directoryEntrySchema>;
+
+/** The entries of a turn that hold no content: see `TurnManifest.structure`. */
+export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema]);
+export type StructureEntry = z.infer<typeof structureEntrySchema>;
+
+/** Any entry of a turn: one path's state before the turn. */
+export type TurnEntry = BackupEntry | StructureEntry;
+
+export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
+  return entry.kind === 'absent' || entry.kind === 'directory';
+}
+
 export const turnKindSchema = z.enum(['turn', 'restore']);
 export type TurnKind = z.infer<typeof turnKindSchema>;
 
@@ -78,15 +153,31 @@ export const turnManifestSchema = z
     id: turnIdSchema,
     sessionId: sessionIdSchema,
     kind: turnKindSchema,
-    /** The turn a 'restore' manifest undid part of. */
+    /** The turn a 'restore' manifest undid part of (for a multi-turn rewind: the oldest). */
     restoreOf: turnIdSchema.optional(),
     message: z.string().nullable(),
     startedAt: isoSchema,
     committedAt: isoSchema.nullable(),
+    /** Files and symlinks with their content: what `backups list` counts as the turn's files. */
     files: z.array(backupEntrySchema),
+    /**
+     * Paths recorded without content: absent before the turn, or directories. Absent
+     * in manifests written before rewinds knew about them (and when there are none), so
+     * those still read; a path appears at most once across `files` and `structure`.
+     */
+    structure: z.array(structureEntrySchema).optional(),
   })
-  .refine((m) => new Set(m.files.map((f) => f.path)).size === m.files.length, 'a path appears twice in one turn');
+  .refine((m) => {
+    const paths = new Set(m.files.map((f) => f.path));
+    for (const entry of m.structure ?? []) paths.add(entry.path);
+    return paths.size === m.files.length + (m.structure?.length ?? 0);
+  }, 'a path appears twice in one turn');
 export type TurnManifest = z.infer<typeof turnManifestSchema>;
+
+/** Every entry of a turn, content first, in the order each list recorded them. */
+export function turnEntries(manifest: TurnManifest): TurnEntry[] {
+  return [...manifest.files, ...(manifest.structure ?? [])];
+}
 
 /** One multi-line message from a failed parse (rspack's validate habit). */
 export function describeIssues(error: z.ZodError): string {

@@ -14,6 +14,8 @@ export interface XattrAccess {
   list(path: string): string[];
   get(path: string, name: string): Buffer;
   set(path: string, name: string, value: Buffer): void;
+  /** Needed to put a directory's xattrs back when the turn added one (a restored file is a fresh inode and needs none). */
+  remove?(path: string, name: string): void;
 }
 
 /** Sets atime and mtime to the nanosecond; `noFollow` acts on a symlink itself. */

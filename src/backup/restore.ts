@@ -5,14 +5,15 @@ import { z } from 'zod';
 import { BrokerError, ErrorCodes, toBrokerError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { BlobStore } from './blob-store.js';
-import { beforeStateOf, observeState, stateDifference } from './file-state.js';
+import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, stateDifference } from './file-state.js';
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
-import type { BackupEntry, TurnManifest } from './manifest-schema.js';
-import type { SetTimesNs, XattrAccess } from './metadata-ops.js';
+import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
+import { readXattrs, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+import { overlayView, realView, type TreeView } from './restore-view.js';
 
 export interface RestoreOptions {
-  /** Only these paths (absolute); paths the turn did not touch are reported as `notInTurn`. */
+  /** Only these paths (absolute) and what lies under them; paths the turn did not touch are reported as `notInTurn`. */
   paths?: string[];
   /** Change nothing; report what would happen. */
   dryRun?: boolean;
@@ -27,40 +28,72 @@ export const conflictReasonSchema = z.enum([
   'changed-since-turn',
   /** The turn was never committed, so there is nothing to compare with. */
   'not-committed',
-  /** A directory stands where the file was; never replaced, even with force. */
+  /** A directory stands where the file was and the turn did not leave it there empty; never replaced, even with force. */
   'occupied-by-directory',
   /** A FIFO, socket or device stands there; it cannot be rescued, so only force replaces it. */
   'occupied-by-special-file',
   /** A parent directory is now a symlink (or not a directory); never written through. */
   'parent-changed',
+  /** A directory the turn created still holds something the rewind does not remove; never removed, even with force. */
+  'not-empty',
 ]);
+export type ConflictReason = z.infer<typeof conflictReasonSchema>;
+
+export const restoredItemSchema = z.strictObject({
+  path: z.string(),
+  /** What the path holds after the restore ('absent': the restore removed what the turn created). */
+  kind: z.enum(['file', 'symlink', 'directory', 'absent']),
+  /** replace: something else was there; recreate: nothing was; remove: the turn created it; metadata: a directory's mode, owner, xattrs or times. */
+  action: z.enum(['replace', 'recreate', 'remove', 'metadata']),
+  forced: z.boolean(),
+  createdParents: z.boolean(),
+  /** Whether the restore put atime/mtime back to the nanosecond (absent in a dry run and for removals). */
+  timesExact: z.boolean().optional(),
+  /** 'not-recorded' when the backup had no xattr access; 'unavailable' when restore has none. */
+  xattrs: z.enum(['restored', 'not-recorded', 'unavailable']).optional(),
+});
 
 export const restoreReportSchema = z.strictObject({
   turnId: z.string(),
   sessionId: z.string(),
   dryRun: z.boolean(),
-  /** The manifest that holds what the restore replaced; restore it to undo this restore. */
+  /** The manifest that holds what the restore replaced or removed; restore it to undo this restore. */
   rescueTurnId: z.string().optional(),
-  restored: z.array(
+  restored: z.array(restoredItemSchema),
+  conflicts: z.array(z.strictObject({ path: z.string(), reason: conflictReasonSchema, detail: z.string() })),
+  skipped: z.array(
     z.strictObject({
       path: z.string(),
-      kind: z.enum(['file', 'symlink']),
-      action: z.enum(['replace', 'recreate']),
-      forced: z.boolean(),
-      createdParents: z.boolean(),
-      /** Whether the restore put atime/mtime back to the nanosecond (absent in a dry run). */
-      timesExact: z.boolean().optional(),
-      /** 'not-recorded' when the backup had no xattr access; 'unavailable' when restore has none. */
-      xattrs: z.enum(['restored', 'not-recorded', 'unavailable']).optional(),
+      reason: z.enum(['unchanged', 'too-large']),
+      detail: z.string(),
+      /** Set for paths recorded without content ('absent': the turn created it; 'directory'). */
+      kind: z.enum(['absent', 'directory']).optional(),
     }),
   ),
-  conflicts: z.array(z.strictObject({ path: z.string(), reason: conflictReasonSchema, detail: z.string() })),
-  skipped: z.array(z.strictObject({ path: z.string(), reason: z.enum(['unchanged', 'too-large']), detail: z.string() })),
   failed: z.array(z.strictObject({ path: z.string(), code: z.string(), message: z.string() })),
   notInTurn: z.array(z.string()),
 });
 export type RestoreReport = z.infer<typeof restoreReportSchema>;
 export type RestoredItem = RestoreReport['restored'][number];
+
+/** Several turns of one session undone newest first (`backups restore --to TURN`). */
+export const rewindReportSchema = z.strictObject({
+  sessionId: z.string(),
+  /** The oldest turn rewound: the tree is meant to be as it was before it. */
+  to: z.string(),
+  dryRun: z.boolean(),
+  /** One rescue turn for the whole rewind: restoring it undoes all of it. */
+  rescueTurnId: z.string().optional(),
+  /** One report per turn, in the order they were rewound (newest first). */
+  turns: z.array(restoreReportSchema),
+  /** Every turn was rewound with no conflict and no failure. */
+  complete: z.boolean(),
+  /** The turn that stopped the rewind: its conflicts (nothing of it was changed) or failures. Older turns were not touched. */
+  stoppedAt: z.string().optional(),
+  /** Requested paths no turn of the rewind touched: then nothing at all was done. */
+  notInTurn: z.array(z.string()),
+});
+export type RewindReport = z.infer<typeof rewindReportSchema>;
 
 /** What restore needs from the session store. */
 export interface RestoreContext {
@@ -70,137 +103,204 @@ export interface RestoreContext {
   readonly xattrs: XattrAccess | undefined;
   readonly setTimesNs: SetTimesNs;
   beginTurn(turnId: string, options: { kind: 'restore'; restoreOf: string; startedAt: string }): Promise<unknown>;
-  /** Back up what is at `file` now into the rescue turn. */
-  rescue(file: string, turnId: string): Promise<BackupEntry | undefined>;
+  /** Back up what is at `file` now (a file or symlink, with content) into the rescue turn; `sync: false` leaves the journal's fdatasync to `syncRescue`. */
+  rescue(file: string, turnId: string, options?: { sync: boolean }): Promise<unknown>;
+  /** Record in the rescue turn that nothing is at `file` now (the restore is about to create it). */
+  rescueAbsent(file: string, turnId: string): Promise<unknown>;
+  /** Record the directory at `file` (mode, owner, times, xattrs) in the rescue turn. */
+  rescueDirectory(file: string, turnId: string, options: { sync: boolean }): Promise<unknown>;
+  /** Make everything recorded in the rescue turn so far durable. */
+  syncRescue(turnId: string): Promise<unknown>;
   commitTurn(turnId: string, message: string): Promise<TurnManifest>;
 }
 
 const isRoot = () => process.geteuid?.() === 0;
 
+/** The turn a restore keeps what it replaces or removes in, opened on the first change. */
+class RescueTurn {
+  #id: string | undefined;
+  constructor(
+    private readonly ctx: RestoreContext,
+    private readonly restoreOf: string,
+    private readonly now: () => Date,
+  ) {}
+
+  get id(): string | undefined {
+    return this.#id;
+  }
+
+  async open(): Promise<string> {
+    if (this.#id === undefined) {
+      const id = newTurnId(this.now());
+      await this.ctx.beginTurn(id, { kind: 'restore', restoreOf: this.restoreOf, startedAt: this.now().toISOString() });
+      this.#id = id;
+    }
+    return this.#id;
+  }
+
+  /** Directories this apply added or removed names in, with their times before the first change. */
+  readonly #touched = new Map<string, { atimeNs: bigint; mtimeNs: bigint }>();
+
+  /** The directory a name is added to or removed from: its times are about to move. */
+  async parentOf(file: string): Promise<void> {
+    const dir = path.dirname(file);
+    await this.ctx.rescueDirectory(dir, await this.open(), { sync: false });
+    if (!this.#touched.has(dir)) {
+      const stats = await lstatOrUndefined(dir);
+      if (stats?.isDirectory()) this.#touched.set(dir, { atimeNs: stats.atimeNs, mtimeNs: stats.mtimeNs });
+    }
+  }
+
+  /**
+   * A restore's own temp files and renames move the times of the directories they happen
+   * in. Put back the times those directories had before it, except where the plan set
+   * them (`handled`: directories the turn recorded).
+   */
+  async settle(handled: ReadonlySet<string>): Promise<void> {
+    for (const [dir, times] of this.#touched) {
+      if (handled.has(dir)) continue;
+      const stats = await lstatOrUndefined(dir);
+      if (!stats?.isDirectory()) continue;
+      await this.ctx.setTimesNs(dir, times.atimeNs, times.mtimeNs, { noFollow: true }).catch((error: unknown) => {
+        this.ctx.log.warn({ file: { path: dir }, err: error }, 'cannot put back the times of a directory');
+      });
+    }
+    this.#touched.clear();
+  }
+
+  /** Record that nothing is at `file` yet: the restore is about to create it. */
+  async recordAbsent(file: string): Promise<void> {
+    await this.ctx.rescueAbsent(file, await this.open());
+  }
+
+  async commit(message: string): Promise<string | undefined> {
+    if (this.#id !== undefined) await this.ctx.commitTurn(this.#id, message);
+    return this.#id;
+  }
+}
+
+function emptyReport(manifest: TurnManifest, dryRun: boolean): RestoreReport {
+  return { turnId: manifest.id, sessionId: manifest.sessionId, dryRun, restored: [], conflicts: [], skipped: [], failed: [], notInTurn: [] };
+}
+
 /**
- * Return each path of a turn to its state before the turn. Anything that exists at a
- * path is first backed up into a 'restore' turn, so the restore itself can be undone.
+ * Return each path of a turn to its state before the turn: files and symlinks get
+ * their content and metadata back, what the turn created is removed, directories it
+ * deleted come back with their mode and times. Paths changed since the turn are left
+ * alone (conflicts) unless forced; the others are restored. Everything replaced or
+ * removed is first kept in a 'restore' turn, so the restore itself can be undone.
  */
 export async function restoreTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions = {}): Promise<RestoreReport> {
-  const now = options.now ?? (() => new Date());
+  const rescue = new RescueTurn(ctx, manifest.id, options.now ?? (() => new Date()));
+  const dryRun = options.dryRun === true;
+  const plan = await planTurn(ctx, manifest, options, realView({ setTimesNs: ctx.setTimesNs, xattrs: ctx.xattrs }));
+  if (dryRun) return plan.report;
+  try {
+    await applyPlan(ctx, plan, rescue);
+  } finally {
+    // Even after a failure, what was rescued must be findable: commit the rescue turn.
+    const id = await rescue.commit(`restore of ${manifest.id}`);
+    if (id !== undefined) plan.report.rescueTurnId = id;
+  }
+  return plan.report;
+}
+
+/**
+ * Undo several turns of one session, newest first (`turns` in that order), each through
+ * the same plan and apply as `restoreTurn`, into one shared rescue turn (its first record
+ * of a path is the state before the whole rewind, so restoring it undoes all of it).
+ * Stops before a turn that has conflicts (unless forced) and after one that failed.
+ */
+export async function rewindTurns(ctx: RestoreContext, turns: TurnManifest[], options: RestoreOptions = {}): Promise<RewindReport> {
+  const oldest = turns.at(-1);
+  if (!oldest) throw new BrokerError(ErrorCodes.INVALID_OPTIONS, 'nothing to rewind');
   const dryRun = options.dryRun === true;
   const force = options.force === true;
-  const report: RestoreReport = {
-    turnId: manifest.id,
-    sessionId: manifest.sessionId,
-    dryRun,
-    restored: [],
-    conflicts: [],
-    skipped: [],
-    failed: [],
-    notInTurn: [],
-  };
-  const entries = await selectEntries(manifest, options.paths, report.notInTurn);
-  let rescueTurnId: string | undefined;
-  const openRescue = async (): Promise<string> => {
-    if (rescueTurnId === undefined) {
-      const id = newTurnId(now());
-      await ctx.beginTurn(id, { kind: 'restore', restoreOf: manifest.id, startedAt: now().toISOString() });
-      rescueTurnId = id;
+  const rescue = new RescueTurn(ctx, oldest.id, options.now ?? (() => new Date()));
+  const observe = { setTimesNs: ctx.setTimesNs, xattrs: ctx.xattrs };
+  const view = dryRun ? overlayView(observe) : realView(observe);
+  const report: RewindReport = { sessionId: oldest.sessionId, to: oldest.id, dryRun, turns: [], complete: true, notInTurn: [] };
+  if (options.paths !== undefined) {
+    // A mistyped path must not leave a half-done rewind: every name must match some turn first.
+    for (const requested of options.paths) {
+      const matched = [];
+      for (const manifest of turns) matched.push(...(await selectEntries(manifest, [requested], [])));
+      if (matched.length === 0) report.notInTurn.push(requested);
     }
-    return rescueTurnId;
-  };
-
+    if (report.notInTurn.length > 0) {
+      report.complete = false;
+      return report;
+    }
+  }
   try {
-    for (const entry of entries) {
-      try {
-        await restoreOne(ctx, entry, { dryRun, force, report, openRescue });
-      } catch (error) {
-        const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
-        ctx.log.warn({ turnId: manifest.id, file: { path: entry.path }, err: failure }, 'restore of a path failed');
-        report.failed.push({ path: entry.path, code: failure.code, message: failure.message });
+    for (const manifest of turns) {
+      const plan = await planTurn(ctx, manifest, { dryRun, force, ...(options.paths ? { paths: options.paths } : {}) }, view);
+      // A path may belong to some of the turns only.
+      plan.report.notInTurn = [];
+      report.turns.push(plan.report);
+      if (plan.report.conflicts.length > 0 && !force) {
+        // Nothing of this turn is changed: what would have been restored is not reported as restored.
+        plan.report.restored = [];
+        report.complete = false;
+        report.stoppedAt = manifest.id;
+        break;
+      }
+      if (dryRun) assumeApplied(view, plan);
+      else await applyPlan(ctx, plan, rescue);
+      if (plan.report.failed.length > 0) {
+        report.complete = false;
+        report.stoppedAt = manifest.id;
+        break;
       }
     }
   } finally {
-    // Even after a failure, what was rescued must be findable: commit the rescue turn.
-    if (rescueTurnId !== undefined) {
-      await ctx.commitTurn(rescueTurnId, `restore of ${manifest.id}`);
-      report.rescueTurnId = rescueTurnId;
+    const message = turns.length === 1 ? `restore of ${oldest.id}` : `rewind of ${turns.length} turns to before ${oldest.id}`;
+    const id = await rescue.commit(message);
+    if (id !== undefined) {
+      report.rescueTurnId = id;
+      for (const turn of report.turns) turn.rescueTurnId = id;
     }
   }
   return report;
 }
 
-interface StepOptions {
-  dryRun: boolean;
-  force: boolean;
+/** What will be done to one path. */
+interface Step {
+  entry: TurnEntry;
+  /** The path as the plan found it. */
+  current: AfterState;
+  action: RestoredItem['action'];
+  forced: boolean;
+  /** Something of another type stands there and is removed (rescued) first. */
+  clear: boolean;
+  /** Directories: put atime/mtime back (not when something changed its names since the turn). */
+  setTimes: boolean;
+  createdParents: boolean;
+  /** Set when an earlier phase failed for this path: later phases leave it alone. */
+  failed?: boolean;
+}
+
+interface Plan {
+  manifest: TurnManifest;
   report: RestoreReport;
-  openRescue: () => Promise<string>;
+  steps: Step[];
 }
 
-async function restoreOne(ctx: RestoreContext, entry: BackupEntry, step: StepOptions): Promise<void> {
-  const { report, force } = step;
-  if (entry.skipped === 'too-large' || (entry.kind === 'file' && entry.sha256 === null)) {
-    report.skipped.push({ path: entry.path, reason: 'too-large', detail: 'the file was over the size cap; only its metadata was recorded' });
-    return;
-  }
-  const parent = await checkParent(entry.path);
-  if (!parent.ok) {
-    report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: parent.detail });
-    return;
-  }
-  const current = await observeState(entry.path, { setTimesNs: ctx.setTimesNs });
-  if (stateDifference(beforeStateOf(entry), current) === undefined) {
-    report.skipped.push({ path: entry.path, reason: 'unchanged', detail: 'already as it was before the turn' });
-    return;
-  }
-  if (current.type === 'other' && current.fileType === 'directory') {
-    report.conflicts.push({ path: entry.path, reason: 'occupied-by-directory', detail: 'a directory is there now; remove it first' });
-    return;
-  }
-  let forced = false;
-  const difference = entry.after === null ? 'the turn was never committed' : stateDifference(entry.after, current);
-  if (difference !== undefined) {
-    if (!force) {
-      const reason = entry.after === null ? 'not-committed' : 'changed-since-turn';
-      report.conflicts.push({ path: entry.path, reason, detail: difference });
-      return;
-    }
-    forced = true;
-  }
-  if (current.type === 'other') {
-    if (!force) {
-      report.conflicts.push({ path: entry.path, reason: 'occupied-by-special-file', detail: `a ${current.fileType} is there now` });
-      return;
-    }
-    forced = true;
-  }
-  const action = current.type === 'absent' ? 'recreate' : 'replace';
-  const createdParents = parent.missing !== undefined;
-  if (step.dryRun) {
-    report.restored.push({ path: entry.path, kind: entry.kind, action, forced, createdParents });
-    return;
-  }
-  if (current.type === 'file' || current.type === 'symlink') {
-    // Nothing is replaced before it is safe in the rescue turn; a failed rescue stops this path.
-    await ctx.rescue(entry.path, await step.openRescue());
-  } else {
-    await step.openRescue();
-  }
-  if (parent.missing !== undefined) await fs.mkdir(parent.missing, { recursive: true });
-  const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : await writeFile(ctx, entry);
-  report.restored.push({ path: entry.path, kind: entry.kind, action, forced, createdParents, ...written });
-  ctx.log.info({ file: { path: entry.path, action, forced } }, 'restored');
-}
+const depth = (file: string) => file.split('/').length;
 
-/** The manifest's entries, or those for `paths`; unknown paths go to `notInTurn`. */
-async function selectEntries(manifest: TurnManifest, paths: string[] | undefined, notInTurn: string[]): Promise<BackupEntry[]> {
-  if (paths === undefined) return manifest.files;
-  const byPath = new Map(manifest.files.map((f) => [f.path, f]));
-  const chosen = new Set<BackupEntry>();
+/** Entries of the turn, or those at or under `paths`; requested paths that match nothing go to `notInTurn`. */
+async function selectEntries(manifest: TurnManifest, paths: string[] | undefined, notInTurn: string[]): Promise<TurnEntry[]> {
+  const entries = turnEntries(manifest);
+  if (paths === undefined) return entries;
+  const chosen = new Set<TurnEntry>();
   for (const requested of paths) {
-    const resolved = path.resolve(requested);
-    const entry = byPath.get(resolved) ?? byPath.get(await canonicalParentForm(resolved));
-    if (entry) chosen.add(entry);
-    else notInTurn.push(requested);
+    const forms = new Set([path.resolve(requested), await canonicalParentForm(path.resolve(requested))]);
+    const matches = entries.filter((entry) => [...forms].some((form) => entry.path === form || entry.path.startsWith(form === '/' ? '/' : `${form}/`)));
+    if (matches.length === 0) notInTurn.push(requested);
+    for (const entry of matches) chosen.add(entry);
   }
   // Keep manifest order: it is the order the turn changed things in.
-  return manifest.files.filter((f) => chosen.has(f));
+  return entries.filter((entry) => chosen.has(entry));
 }
 
 /** Manifests hold symlink-resolved paths; a person may name the file through a link. */
@@ -209,6 +309,106 @@ async function canonicalParentForm(file: string): Promise<string> {
     return path.join(await fs.realpath(path.dirname(file)), path.basename(file));
   } catch {
     return file;
+  }
+}
+
+/** Decide, for every selected path, what the restore does; nothing is changed. Deepest paths first, so a directory knows whether it will be empty. */
+async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions, view: TreeView): Promise<Plan> {
+  const report = emptyReport(manifest, options.dryRun === true);
+  const entries = await selectEntries(manifest, options.paths, report.notInTurn);
+  const order = entries.map((entry, index) => ({ entry, index })).sort((a, b) => depth(b.entry.path) - depth(a.entry.path) || a.index - b.index);
+  /** Paths the plan leaves with nothing at them. */
+  const gone = new Set<string>();
+  const byEntry = new Map<TurnEntry, Step>();
+  const willBeEmpty = async (dir: string) => (await view.children(dir)).every((name) => gone.has(path.join(dir, name)));
+  for (const { entry } of order) {
+    try {
+      const step = await planOne(entry, { force: options.force === true, report, view, willBeEmpty });
+      if (!step) continue;
+      byEntry.set(entry, step);
+      if (step.action === 'remove') gone.add(entry.path);
+    } catch (error) {
+      const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
+      report.failed.push({ path: entry.path, code: failure.code, message: failure.message });
+    }
+  }
+  const steps = entries.flatMap((entry) => byEntry.get(entry) ?? []);
+  if (report.dryRun) for (const step of steps) report.restored.push(restoredItem(step));
+  return { manifest, report, steps };
+}
+
+interface PlanContext {
+  force: boolean;
+  report: RestoreReport;
+  view: TreeView;
+  willBeEmpty: (dir: string) => Promise<boolean>;
+}
+
+async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | undefined> {
+  const { report, force } = plan;
+  const structural = entry.kind === 'absent' || entry.kind === 'directory' ? { kind: entry.kind } : {};
+  if ((entry.kind === 'file' || entry.kind === 'symlink') && (entry.skipped === 'too-large' || (entry.kind === 'file' && entry.sha256 === null))) {
+    report.skipped.push({ path: entry.path, reason: 'too-large', detail: 'the file was over the size cap; only its metadata was recorded' });
+    return undefined;
+  }
+  const parent = await checkParent(entry.path);
+  if (!parent.ok) {
+    report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: parent.detail });
+    return undefined;
+  }
+  const current = await plan.view.observe(entry.path);
+  const before = beforeStateOf(entry);
+  if (stateDifference(before, current) === undefined && !directoryTimesDiffer(before, current)) {
+    const detail = entry.kind === 'absent' ? 'nothing is there, as before the turn' : 'already as it was before the turn';
+    report.skipped.push({ path: entry.path, reason: 'unchanged', detail, ...structural });
+    return undefined;
+  }
+  let forced = false;
+  const difference = entry.after === null ? 'the turn was never committed' : stateDifference(entry.after, current);
+  if (difference !== undefined) {
+    if (!force) {
+      report.conflicts.push({ path: entry.path, reason: entry.after === null ? 'not-committed' : 'changed-since-turn', detail: difference });
+      return undefined;
+    }
+    forced = true;
+  }
+  const step: Step = { entry, current, action: 'replace', forced, clear: false, setTimes: false, createdParents: parent.missing !== undefined };
+  const conflict = (reason: ConflictReason, detail: string) => {
+    report.conflicts.push({ path: entry.path, reason, detail });
+    return undefined;
+  };
+  const isDirectory = isDirectoryState(current);
+  switch (entry.kind) {
+    case 'file':
+    case 'symlink':
+      if (isDirectory) {
+        // Only a directory the turn itself left there, and that the rewind empties, gives way.
+        if (difference !== undefined) return conflict('occupied-by-directory', 'a directory is there now; remove it first');
+        if (!(await plan.willBeEmpty(entry.path))) return conflict('occupied-by-directory', 'the directory the turn put there holds files it did not create');
+        step.clear = true;
+      } else if (current.type === 'other') {
+        if (!force) return conflict('occupied-by-special-file', `a ${current.fileType} is there now`);
+        step.forced = true;
+      }
+      step.action = current.type === 'absent' ? 'recreate' : 'replace';
+      return step;
+    case 'absent':
+      if (isDirectory && !(await plan.willBeEmpty(entry.path))) {
+        return conflict('not-empty', 'the directory the turn created holds something the turn did not create');
+      }
+      step.action = 'remove';
+      return step;
+    case 'directory':
+      if (isDirectory) {
+        step.action = 'metadata';
+        // Its times moved with every name added or removed: put them back only if nothing but the turn did that.
+        step.setTimes = forced || (entry.after !== null && !directoryTimesDiffer(entry.after, current));
+      } else {
+        step.action = current.type === 'absent' ? 'recreate' : 'replace';
+        step.clear = current.type !== 'absent';
+        step.setTimes = true;
+      }
+      return step;
   }
 }
 
@@ -236,6 +436,168 @@ async function checkParent(file: string): Promise<ParentCheck> {
   return { ok: true, missing: existing === parent ? undefined : parent };
 }
 
+/** The state a step leaves its path in (dry runs of several turns build on it). */
+function assumeApplied(view: TreeView, plan: Plan): void {
+  for (const step of plan.steps) view.assume(step.entry.path, beforeStateOf(step.entry));
+}
+
+function restoredItem(step: Step, written: Written = {}): RestoredItem {
+  return {
+    path: step.entry.path,
+    kind: step.entry.kind,
+    action: step.action,
+    forced: step.forced,
+    createdParents: step.createdParents,
+    ...written,
+  };
+}
+
+/**
+ * Carry out a plan, in an order that works for any mix of changes:
+ *   0. record directories whose metadata will be put back (their times move in 1–3);
+ *   1. remove what the turn created, and what stands in the way, deepest first;
+ *   2. recreate deleted directories, shallowest first (0700 until step 4);
+ *   3. write files and symlinks (manifest order);
+ *   4. put directories' owner, xattrs, mode and times back.
+ * Every path replaced, removed or created is recorded in the rescue turn first (and the
+ * directory it sits in, whose times move). A failure is reported and stops only its path.
+ */
+async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): Promise<void> {
+  const { report, steps } = plan;
+  const attempt = async (step: Step, work: () => Promise<void>) => {
+    if (step.failed) return;
+    try {
+      await work();
+    } catch (error) {
+      step.failed = true;
+      const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
+      ctx.log.warn({ turnId: plan.manifest.id, file: { path: step.entry.path }, err: failure }, 'restore of a path failed');
+      report.failed.push({ path: step.entry.path, code: failure.code, message: failure.message });
+    }
+  };
+  const deepestFirst = [...steps].sort((a, b) => depth(b.entry.path) - depth(a.entry.path));
+  const shallowestFirst = [...deepestFirst].reverse();
+  const directories = steps.filter((s): s is Step & { entry: DirectoryEntry } => s.entry.kind === 'directory');
+
+  for (const step of directories) {
+    if (step.action === 'metadata') await attempt(step, async () => void (await ctx.rescueDirectory(step.entry.path, await rescue.open(), { sync: true })));
+  }
+  // Removals in two passes: keep everything first (one fdatasync of the rescue journal for all), then remove.
+  const removals = deepestFirst.filter((step) => step.action === 'remove' || step.clear);
+  const kept = new Map<Step, Identity | undefined>();
+  for (const step of removals) await attempt(step, async () => void kept.set(step, await keepForRemoval(ctx, rescue, step)));
+  if (kept.size > 0) await ctx.syncRescue(await rescue.open());
+  for (const step of removals) {
+    if (!kept.has(step)) continue;
+    await attempt(step, async () => {
+      await removeKept(step, kept.get(step));
+      if (step.action === 'remove') {
+        report.restored.push(restoredItem(step));
+        ctx.log.info({ file: { path: step.entry.path }, forced: step.forced }, 'removed what the turn created');
+      }
+    });
+  }
+  for (const step of shallowestFirst) {
+    if (step.entry.kind !== 'directory' || step.action === 'metadata') continue;
+    await attempt(step, async () => {
+      step.createdParents = await ensureParents(rescue, step.entry.path);
+      await rescue.parentOf(step.entry.path);
+      await rescue.recordAbsent(step.entry.path);
+      await fs.mkdir(step.entry.path, { mode: 0o700 });
+    });
+  }
+  for (const step of steps) {
+    const { entry } = step;
+    if (entry.kind !== 'file' && entry.kind !== 'symlink') continue;
+    await attempt(step, async () => {
+      step.createdParents = await ensureParents(rescue, entry.path);
+      await rescue.parentOf(entry.path);
+      const now = await lstatOrUndefined(entry.path);
+      // Nothing is replaced before it is safe in the rescue turn; a failed rescue stops this path.
+      if (now && (now.isFile() || now.isSymbolicLink())) await ctx.rescue(entry.path, await rescue.open());
+      else await rescue.recordAbsent(entry.path);
+      const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : await writeFile(ctx, entry);
+      report.restored.push(restoredItem(step, written));
+      ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored');
+    });
+  }
+  const timesSet = new Set<string>();
+  for (const step of deepestFirst) {
+    if (step.entry.kind !== 'directory') continue;
+    const entry = step.entry;
+    await attempt(step, async () => {
+      const written = await restoreDirectory(ctx, entry, step.setTimes);
+      if (step.setTimes) timesSet.add(entry.path);
+      report.restored.push(restoredItem(step, written));
+      ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored directory');
+    });
+  }
+  await rescue.settle(timesSet);
+}
+
+interface Identity {
+  dev: bigint;
+  ino: bigint;
+  mtimeNs: bigint;
+  size: bigint;
+  directory: boolean;
+}
+
+/**
+ * Keep what stands at a path in the rescue turn before it is removed: a file or symlink
+ * with its content, a directory (its contents go first, deepest paths first) with its
+ * metadata. A FIFO or socket holds nothing to keep. It must still be what the plan saw.
+ * Returns its identity (undefined: nothing is there any more).
+ */
+async function keepForRemoval(ctx: RestoreContext, rescue: RescueTurn, step: Step): Promise<Identity | undefined> {
+  const file = step.entry.path;
+  const stats = await lstatOrUndefined(file);
+  if (!stats) return undefined;
+  const typeNow = stats.isDirectory() ? 'directory' : stats.isFile() ? 'file' : stats.isSymbolicLink() ? 'symlink' : 'other';
+  const planned = isDirectoryState(step.current) ? 'directory' : step.current.type;
+  if (typeNow !== planned) {
+    throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${file} changed during the restore: expected ${describeState(step.current)}`);
+  }
+  const turnId = await rescue.open();
+  await rescue.parentOf(file);
+  if (typeNow === 'directory') await ctx.rescueDirectory(file, turnId, { sync: false });
+  else if (typeNow !== 'other') await ctx.rescue(file, turnId, { sync: false });
+  return { dev: stats.dev, ino: stats.ino, mtimeNs: stats.mtimeNs, size: stats.size, directory: typeNow === 'directory' };
+}
+
+/** Remove what was kept, if it is still the same (a directory: empty by now). */
+async function removeKept(step: Step, kept: Identity | undefined): Promise<void> {
+  if (!kept) return;
+  const file = step.entry.path;
+  const now = await lstatOrUndefined(file);
+  if (!now) return;
+  const same = now.dev === kept.dev && now.ino === kept.ino && (kept.directory || (now.mtimeNs === kept.mtimeNs && now.size === kept.size));
+  if (!same) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${file} changed during the restore; left alone`);
+  if (kept.directory) await fs.rmdir(file);
+  else await fs.unlink(file);
+}
+
+/**
+ * Create the missing directories above `file` (ones the manifest did not record: they
+ * get the default mode), each recorded as absent in the rescue turn so undoing the
+ * restore removes them again. Returns whether any was created.
+ */
+async function ensureParents(rescue: RescueTurn, file: string): Promise<boolean> {
+  const parent = await checkParent(file);
+  if (!parent.ok) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `not restoring ${file}: ${parent.detail}`);
+  if (parent.missing === undefined) return false;
+  const missing: string[] = [];
+  for (let dir = parent.missing; !(await lstatOrUndefined(dir)); dir = path.dirname(dir)) missing.unshift(dir);
+  for (const dir of missing) {
+    await rescue.parentOf(dir);
+    await rescue.recordAbsent(dir);
+    await fs.mkdir(dir).catch((error: unknown) => {
+      if (errorCode(error) !== 'EEXIST') throw error;
+    });
+  }
+  return true;
+}
+
 type Written = Pick<RestoredItem, 'timesExact' | 'xattrs'>;
 
 /**
@@ -260,7 +622,7 @@ async function writeFile(ctx: RestoreContext, entry: BackupEntry): Promise<Writt
       // chown first: it clears setuid/setgid and file capabilities, which xattrs and chmod then set.
       if (isRoot()) await handle.chown(entry.uid, entry.gid);
       // xattrs before chmod: a non-root owner cannot set user.* xattrs on a read-only file.
-      xattrs = restoreXattrs(ctx.xattrs, tmp, entry);
+      xattrs = restoreXattrs(ctx.xattrs, tmp, entry.xattrs, []);
       await handle.chmod(entry.mode);
     } finally {
       await handle.close();
@@ -301,15 +663,40 @@ async function writeSymlink(ctx: RestoreContext, entry: BackupEntry): Promise<Wr
   }
 }
 
-function restoreXattrs(xattrs: XattrAccess | undefined, file: string, entry: BackupEntry): Written['xattrs'] {
-  if (entry.xattrs === null) return 'not-recorded';
-  if (!xattrs) return Object.keys(entry.xattrs).length === 0 ? 'restored' : 'unavailable';
-  for (const [name, value] of Object.entries(entry.xattrs)) xattrs.set(file, name, Buffer.from(value, 'base64'));
+/**
+ * A directory's owner, xattrs and mode through a descriptor opened without following a
+ * symlink (a directory swapped for a link is never changed through it), then its times.
+ */
+async function restoreDirectory(ctx: RestoreContext, entry: DirectoryEntry, setTimes: boolean): Promise<Written> {
+  const handle = await fs.open(entry.path, C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
+  let xattrs: Written['xattrs'];
+  try {
+    if (isRoot()) await handle.chown(entry.uid, entry.gid);
+    const present = entry.xattrs === null ? [] : Object.keys(readXattrs(ctx.xattrs, entry.path) ?? {});
+    xattrs = restoreXattrs(ctx.xattrs, entry.path, entry.xattrs, present);
+    await handle.chmod(entry.mode);
+  } finally {
+    await handle.close();
+  }
+  return { xattrs, ...(setTimes ? { timesExact: await restoreTimes(ctx, entry.path, entry) } : {}) };
+}
+
+/**
+ * Set the recorded xattrs; remove those in `present` that were not recorded (a fresh temp
+ * file has none; a directory kept in place may have gained some).
+ */
+function restoreXattrs(access: XattrAccess | undefined, file: string, recorded: Record<string, string> | null, present: string[]): Written['xattrs'] {
+  if (recorded === null) return 'not-recorded';
+  const extra = present.filter((name) => !(name in recorded));
+  if (!access) return Object.keys(recorded).length === 0 ? 'restored' : 'unavailable';
+  if (extra.length > 0 && !access.remove) return 'unavailable';
+  for (const name of extra) access.remove?.(file, name);
+  for (const [name, value] of Object.entries(recorded)) access.set(file, name, Buffer.from(value, 'base64'));
   return 'restored';
 }
 
 /** Set atime/mtime (symlinks themselves, not their targets) and check they took to the nanosecond. */
-async function restoreTimes(ctx: RestoreContext, file: string, entry: BackupEntry): Promise<boolean> {
+async function restoreTimes(ctx: RestoreContext, file: string, entry: { path: string; atimeNs: string; mtimeNs: string }): Promise<boolean> {
   const atimeNs = BigInt(entry.atimeNs);
   const mtimeNs = BigInt(entry.mtimeNs);
   try {

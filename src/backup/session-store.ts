@@ -5,14 +5,24 @@ import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
-import { buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
-import { errorCode, lstatOrUndefined, mkdirPrivate, removeQuietly } from './fs-util.js';
+import { buildAbsentEntry, buildDirectoryEntry, buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
+import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type TurnRecord } from './manifest-io.js';
-import { MANIFEST_VERSION, type BackupEntry, type TurnKind, type TurnManifest } from './manifest-schema.js';
+import {
+  MANIFEST_VERSION,
+  isStructureEntry,
+  turnEntries,
+  type AbsentEntry,
+  type BackupEntry,
+  type DirectoryEntry,
+  type TurnEntry,
+  type TurnKind,
+  type TurnManifest,
+} from './manifest-schema.js';
 import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MetadataOps, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
-import { restoreTurn, type RestoreOptions, type RestoreReport } from './restore.js';
+import { restoreTurn, rewindTurns, type RestoreContext, type RestoreOptions, type RestoreReport, type RewindReport } from './restore.js';
 import {
   DEFAULT_BACKUP_SETTINGS,
   FILE_BACKUP_MAX_SIZE_MB,
@@ -58,23 +68,47 @@ interface Limits {
   oversize: OversizePolicy;
 }
 
+/** What a capture may record for the path, depending on what it finds there. */
+interface Accept {
+  /** Nothing there: record an `absent` entry. */
+  absent: boolean;
+  /** A directory: record a `directory` entry, fdatasync'd or not. */
+  directory: { sync: boolean } | false;
+  /** A file or symlink: back up its content (under these limits). */
+  content: Limits | false;
+  /** false: a content entry is not synced on its own (the caller syncs the journal before it changes anything). */
+  contentSync?: boolean;
+}
+
 /**
- * A turn being backed up into. Memory holds exactly what its journal holds durably (an
- * entry is added only once its line is on disk), so first-version-wins needs no reads.
+ * A turn being backed up into. Memory holds exactly what its journal holds (an entry is
+ * added only once its line is written; durably, except for the lines appended without
+ * their own sync, see #append), so first-version-wins needs no reads.
  */
 interface OpenTurn {
   manifest: TurnManifest;
-  byPath: Map<string, BackupEntry>;
+  /** Every entry of the turn by path, content and structure alike: the first state of a path wins. */
+  byPath: Map<string, TurnEntry>;
   /**
    * Length of the journal when the next entry may simply be appended to it; undefined
    * when the next write must write it whole from memory: it does not exist yet, an
    * append failed, it ends in a torn line, or the turn comes from an old open manifest.
    */
   journalBytes: number | undefined;
+  /** Entries were recorded without an fdatasync since the last one (see #append). */
+  unsynced: boolean;
+  /** Encoded lines of entries in memory whose line is not written yet (see #append). */
+  deferred: string[];
+  flushTimer: NodeJS.Timeout | undefined;
 }
 
 /** Temp files older than this are leftovers of a crash and are removed on open. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
+
+/** Entries recorded without a sync are written in batches of this many lines at most… */
+const DEFERRED_LINES = 256;
+/** …and at most this long after the first of a batch. */
+const DEFERRED_MS = 100;
 
 /** After-states read at once during a commit. */
 const COMMIT_CONCURRENCY = 8;
@@ -113,7 +147,7 @@ export class SessionBackupStore {
   readonly #setTimesNs: SetTimesNs;
   #settings: BackupSettings = DEFAULT_BACKUP_SETTINGS;
   readonly #turns = new Map<string, Promise<OpenTurn>>();
-  readonly #pending = new Map<string, Promise<BackupEntry | undefined>>();
+  readonly #pending = new Map<string, Promise<TurnEntry | undefined>>();
   #serial: Promise<unknown> = Promise.resolve();
 
   private constructor(options: OpenStoreOptions, root: string) {
@@ -188,7 +222,7 @@ export class SessionBackupStore {
         // Unless a backup or the commit got here first.
         if (this.#turns.get(id) !== loading || turn.journalBytes !== undefined) return;
         try {
-          turn.journalBytes = await writeJournal(this.layout, id, journalText(journalHeaderOf(turn.manifest), turn.manifest.files));
+          turn.journalBytes = await writeJournal(this.layout, id, journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest)));
         } catch (error) {
           this.#log.warn({ phase: 'backup', turnId: id, err: error }, 'cannot write the journal of a new turn; the first backup will try again');
         }
@@ -214,19 +248,58 @@ export class SessionBackupStore {
   }
 
   async #backupWith(file: string, options: BackupOptions, limits: Limits): Promise<BackupEntry | undefined> {
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits });
+    return entry && !isStructureEntry(entry) ? entry : undefined;
+  }
+
+  /**
+   * Record that the turn is about to create `file`: an `absent` entry, so rewinding the
+   * turn removes what it put there (and later versions made during the turn, like a
+   * sed temp file, are never backed up: the path's first state in the turn is "absent").
+   * Costs no blob and no fdatasync of its own. If something is there after all (a race),
+   * it is recorded like `backup` (a file or symlink) or `recordDirectory` would.
+   * Undefined when backup is off or the path is already recorded in the turn.
+   */
+  async recordCreated(file: string, options: BackupOptions): Promise<TurnEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+    return this.#recordOnce(file, options, { absent: true, directory: { sync: true }, content: limits });
+  }
+
+  /**
+   * Record the directory at `file` (mode, owner, times, xattrs) before the turn deletes,
+   * renames or changes it (`sync`: made durable before returning, the default), or adds
+   * or removes a name in it (its times move; `sync: false` is enough, like an absent
+   * entry: a lost one only leaves times unrestored). Undefined when it is not a
+   * directory, backup is off, or the path is already recorded in the turn.
+   */
+  async recordDirectory(file: string, options: BackupOptions & { sync?: boolean }): Promise<DirectoryEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: { sync: options.sync !== false }, content: false });
+    return entry?.kind === 'directory' ? entry : undefined;
+  }
+
+  /** The first record of `file` in the turn, once: concurrent calls for the same path wait for the first. */
+  async #recordOnce(file: string, options: BackupOptions, accept: Accept): Promise<TurnEntry | undefined> {
     const base = entryBase(file, options);
     const target = base.path;
     const turnId = validateTurnId(options.turnId);
     const key = `${turnId}\0${target}`;
     for (;;) {
       const turn = await this.#turnFor(turnId);
-      if (turn.byPath.has(target)) return undefined;
+      const recorded = turn.byPath.get(target);
+      if (recorded) {
+        // A directory first recorded for its times (no sync) and now about to be deleted or
+        // changed: its record must be durable before the change, like a new one would be.
+        if (recorded.kind === 'directory' && accept.directory && accept.directory.sync && turn.unsynced) await this.#syncJournal(turnId);
+        return undefined;
+      }
       const inflight = this.#pending.get(key);
       if (!inflight) break;
       await inflight.catch(() => undefined);
     }
     // No await between the check above and this: a concurrent call for the same path waits for ours.
-    const work = this.#capture(base, turnId, limits);
+    const work = this.#capture(base, turnId, accept);
     this.#pending.set(key, work);
     try {
       return await work;
@@ -235,15 +308,32 @@ export class SessionBackupStore {
     }
   }
 
-  async #capture(base: EntryBase, turnId: string, limits: Limits): Promise<BackupEntry | undefined> {
+  async #capture(base: EntryBase, turnId: string, accept: Accept): Promise<TurnEntry | undefined> {
     const file = base.path;
     let stats: BigIntStats | undefined;
     try {
-      stats = await lstatOrUndefined(file);
+      stats = accept.absent ? lstatNowOrUndefined(file) : await lstatOrUndefined(file);
     } catch (error) {
       throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot inspect ${file}: ${messageOf(error)}`, { cause: error, errno: errorCode(error) });
     }
-    if (!stats || !(stats.isFile() || stats.isSymbolicLink())) return undefined;
+    if (!stats) {
+      if (!accept.absent) return undefined;
+      const absent: AbsentEntry = buildAbsentEntry(base, this.#clock().toISOString());
+      // No fdatasync of its own: an absent entry protects no data (losing it in a crash only
+      // leaves the created file behind on rewind). The next synced append (a content backup)
+      // or the commit's fsync'd manifest makes it durable; creating 10,000 files stays cheap.
+      await this.#append(turnId, absent, { sync: false });
+      return absent;
+    }
+    if (stats.isDirectory()) {
+      if (!accept.directory) return undefined;
+      const directory = buildDirectoryEntry(base, stats, this.#readXattrs(file), this.#clock().toISOString());
+      await this.#append(turnId, directory, { sync: accept.directory.sync });
+      this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: 'directory' } }, 'recorded directory');
+      return directory;
+    }
+    const limits = accept.content;
+    if (!limits || !(stats.isFile() || stats.isSymbolicLink())) return undefined;
     let entry: BackupEntry;
     if (stats.isSymbolicLink()) {
       const linkTarget = await readLinkQuietly(file, stats, this.#setTimesNs).catch((error: unknown) => {
@@ -265,7 +355,7 @@ export class SessionBackupStore {
         entry = this.#oversize(base, grown, limits);
       }
     }
-    await this.#append(turnId, entry);
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
   }
@@ -297,29 +387,92 @@ export class SessionBackupStore {
    * Make an entry durable in the turn's journal before the caller may change the file:
    * one appended line and one fdatasync, whatever the size of the turn. Only then is it
    * added to memory, so a failure leaves nothing behind that the disk does not hold.
+   *
+   * With `sync: false` (absent entries, directories recorded for their times) the entry
+   * protects no data, so it is neither synced nor written at once: it joins memory now and
+   * its line is written with the next synced append (one write, one fdatasync for all),
+   * when DEFERRED_LINES have gathered, or DEFERRED_MS later. A crash before that loses only
+   * such entries: a rewind then leaves a created file behind or a directory's times as
+   * they are. The commit writes the manifest from memory, so a committed turn has them all.
    */
-  async #append(turnId: string, entry: BackupEntry): Promise<void> {
+  async #append(turnId: string, entry: TurnEntry, options: { sync: boolean } = { sync: true }): Promise<void> {
     const line = encodeEntryLine(entry);
     await this.#exclusively(async () => {
       const turn = await this.#turnFor(turnId);
       if (turn.manifest.committedAt !== null) {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       }
-      try {
-        turn.journalBytes =
-          turn.journalBytes === undefined
-            ? await writeJournal(this.layout, turnId, journalText(journalHeaderOf(turn.manifest), turn.manifest.files, line))
-            : await appendJournalLine(journalPath(this.layout, turnId), line, turn.journalBytes);
-      } catch (error) {
-        // Not on disk means not backed up. Whatever the failed write left, the next one rewrites the journal from memory.
-        turn.journalBytes = undefined;
-        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot write the journal of turn ${turnId}: ${messageOf(error)}`, {
-          cause: error,
-          errno: errorCode(error),
-        });
+      if (!options.sync && turn.journalBytes !== undefined) {
+        this.#remember(turn, entry);
+        turn.deferred.push(line);
+        turn.unsynced = true;
+        if (turn.deferred.length >= DEFERRED_LINES) await this.#writeDeferred(turnId, turn);
+        else this.#flushLater(turnId, turn);
+        return;
       }
-      turn.manifest.files.push(entry);
-      turn.byPath.set(entry.path, entry);
+      await this.#writeLines(turnId, turn, line, options.sync);
+      this.#remember(turn, entry);
+    });
+  }
+
+  #remember(turn: OpenTurn, entry: TurnEntry): void {
+    if (isStructureEntry(entry)) (turn.manifest.structure ??= []).push(entry);
+    else turn.manifest.files.push(entry);
+    turn.byPath.set(entry.path, entry);
+  }
+
+  /**
+   * Append the deferred lines and `line` with one write (fdatasync'd when `sync`), or write
+   * the journal whole (always synced) when it does not exist or an earlier write failed.
+   * Runs inside #exclusively.
+   */
+  async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean): Promise<void> {
+    try {
+      if (turn.journalBytes === undefined) {
+        // Memory holds the deferred entries too: the whole journal includes them.
+        turn.journalBytes = await writeJournal(this.layout, turnId, journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line));
+        turn.unsynced = false;
+      } else {
+        const text = turn.deferred.join('') + line;
+        turn.journalBytes = await appendJournalLine(journalPath(this.layout, turnId), text, turn.journalBytes, { sync });
+        turn.unsynced = !sync;
+      }
+      turn.deferred = [];
+    } catch (error) {
+      // Not on disk means not backed up. Whatever the failed write left, the next one rewrites the journal from memory.
+      turn.journalBytes = undefined;
+      turn.deferred = [];
+      throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot write the journal of turn ${turnId}: ${messageOf(error)}`, {
+        cause: error,
+        errno: errorCode(error),
+      });
+    }
+  }
+
+  /** Write the deferred lines now, without a sync (inside #exclusively). A failure is only logged: the next write rewrites the journal whole. */
+  async #writeDeferred(turnId: string, turn: OpenTurn): Promise<void> {
+    if (turn.deferred.length === 0 || turn.manifest.committedAt !== null || this.#turns.get(turnId) === undefined) return;
+    await this.#writeLines(turnId, turn, '', false).catch((error: unknown) => {
+      this.#log.warn({ phase: 'backup', turnId, err: error }, 'cannot write deferred journal lines; the next backup rewrites the journal');
+    });
+  }
+
+  #flushLater(turnId: string, turn: OpenTurn): void {
+    if (turn.flushTimer !== undefined) return;
+    turn.flushTimer = setTimeout(() => {
+      turn.flushTimer = undefined;
+      void this.#exclusively(() => this.#writeDeferred(turnId, turn));
+    }, DEFERRED_MS);
+    // A pending flush never keeps the process alive: what it would write protects no data.
+    turn.flushTimer.unref();
+  }
+
+  /** Write and fdatasync the journal of an open turn, making every entry recorded so far durable. */
+  async #syncJournal(turnId: string): Promise<void> {
+    await this.#exclusively(async () => {
+      const turn = await this.#turnFor(turnId);
+      if (!turn.unsynced) return;
+      await this.#writeLines(turnId, turn, '', true);
     });
   }
 
@@ -335,14 +488,19 @@ export class SessionBackupStore {
       const { manifest } = turn;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${id} is already committed`);
       // A few paths at a time: a turn of thousands of files spends its commit waiting on lstat/open/read.
-      const files = await mapInOrder(manifest.files, COMMIT_CONCURRENCY, async (entry): Promise<BackupEntry> => {
-        const after = await observeState(entry.path, { setTimesNs: this.#setTimesNs }).catch((error: unknown) => {
+      const entries = turnEntries(manifest);
+      const afters = await mapInOrder(entries, COMMIT_CONCURRENCY, async (entry) => {
+        // What the turn created is never hashed (size, mode, mtime and owner tell a later change): a turn that writes many new files commits cheaply.
+        const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' ? { hash: false } : {}) };
+        return observeState(entry.path, options).catch((error: unknown) => {
           this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
           return null;
         });
-        return { ...entry, after };
       });
+      const files = manifest.files.map((entry, index): BackupEntry => ({ ...entry, after: afters[index] ?? null }));
+      const structure = (manifest.structure ?? []).map((entry, index) => ({ ...entry, after: afters[files.length + index] ?? null }));
       const committed: TurnManifest = { ...manifest, files, message, committedAt: this.#clock().toISOString() };
+      if (structure.length > 0) committed.structure = structure;
       try {
         await writeManifest(this.layout, committed);
       } catch (error) {
@@ -352,6 +510,9 @@ export class SessionBackupStore {
         });
       }
       this.#turns.delete(id);
+      // Deferred lines are in the manifest now; the journal is about to go.
+      if (turn.flushTimer !== undefined) clearTimeout(turn.flushTimer);
+      turn.deferred = [];
       // The manifest supersedes the journal; one left behind by a crash here is ignored and tidied on open.
       await removeQuietly(journalPath(this.layout, id));
       this.#log.info({ phase: 'commit', turnId: id, files: files.length }, 'backup turn committed');
@@ -388,23 +549,42 @@ export class SessionBackupStore {
   /** Put the paths a turn touched back to their state before it (see restore.ts). */
   async restore(ref: string | TurnManifest, options: RestoreOptions = {}): Promise<RestoreReport> {
     const manifest = typeof ref === 'string' ? await this.readTurn(ref) : ref;
+    this.#checkOwnTurn(manifest);
+    return restoreTurn(this.#restoreContext(), manifest, options);
+  }
+
+  /**
+   * Undo several turns of this session, `turns` newest first, into one rescue turn
+   * (restoring it undoes the whole rewind); stops at the first turn with conflicts
+   * unless forced (see restore.ts).
+   */
+  async rewind(turns: TurnManifest[], options: RestoreOptions = {}): Promise<RewindReport> {
+    for (const manifest of turns) this.#checkOwnTurn(manifest);
+    return rewindTurns(this.#restoreContext(), turns, options);
+  }
+
+  #checkOwnTurn(manifest: TurnManifest): void {
     if (manifest.sessionId !== this.sessionId) {
       throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `turn ${manifest.id} belongs to session ${manifest.sessionId}, not ${this.sessionId}`);
     }
-    return restoreTurn(
-      {
-        sessionId: this.sessionId,
-        blobs: this.blobs,
-        log: this.#log,
-        xattrs: this.#xattrs,
-        setTimesNs: this.#setTimesNs,
-        beginTurn: (turnId, begin) => this.beginTurn(turnId, begin),
-        rescue: (file, turnId) => this.#backupWith(file, { turnId, operation: 'restore' }, RESCUE_LIMITS),
-        commitTurn: (turnId, message) => this.commitTurn(turnId, message),
-      },
-      manifest,
-      options,
-    );
+  }
+
+  /** Rescues ignore the enabled switch and the session's cap: a restore always keeps what it replaces. */
+  #restoreContext(): RestoreContext {
+    const as = (turnId: string) => ({ turnId, operation: 'restore' });
+    return {
+      sessionId: this.sessionId,
+      blobs: this.blobs,
+      log: this.#log,
+      xattrs: this.#xattrs,
+      setTimesNs: this.#setTimesNs,
+      beginTurn: (turnId, begin) => this.beginTurn(turnId, begin),
+      rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false }),
+      rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS }),
+      rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false }),
+      syncRescue: (turnId) => this.#syncJournal(turnId),
+      commitTurn: (turnId, message) => this.commitTurn(turnId, message),
+    };
   }
 
   #turnFor(turnId: string, options: BeginTurnOptions = {}): Promise<OpenTurn> {
@@ -430,7 +610,7 @@ export class SessionBackupStore {
       const { manifest, journal } = record;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       const appendable = journal !== undefined && !journal.tornTail;
-      return { manifest, byPath: new Map(manifest.files.map((f) => [f.path, f])), journalBytes: appendable ? journal.wholeBytes : undefined };
+      return { manifest, byPath: new Map(turnEntries(manifest).map((f) => [f.path, f])), journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined };
     }
     const created: TurnManifest = {
       version: MANIFEST_VERSION,
@@ -443,7 +623,7 @@ export class SessionBackupStore {
       files: [],
     };
     if (options.restoreOf !== undefined) created.restoreOf = validateTurnId(options.restoreOf);
-    return { manifest: created, byPath: new Map(), journalBytes: undefined };
+    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined };
   }
 
   /** Journal writes and commits run one at a time. */

@@ -2,14 +2,33 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { BackupHome, validateSessionId, type BackupEntry, type SessionBackupStore, type TurnManifest } from '../backup/index.js';
+import {
+  BackupHome,
+  validateSessionId,
+  type BackupEntry,
+  type RestoreReport,
+  type RewindReport,
+  type SessionBackupStore,
+  type StructureEntry,
+  type TurnManifest,
+} from '../backup/index.js';
 import { ExitCode } from './exit-codes.js';
+import type { MetadataOps } from '../backup/metadata-ops.js';
+import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { printJson, printable, table, type Io } from './output.js';
 import { renderDiff, renderLinkDiff } from './render-diff.js';
 
-function home(env: NodeJS.ProcessEnv): BackupHome {
-  return new BackupHome({ metadata: nativeMetadataOps(), ...(env.BROKERED_SHELL_HOME ? { home: env.BROKERED_SHELL_HOME } : {}) });
+/** The store every `backups` command (and the `backups ui` page) reads and restores from. */
+export function home(env: NodeJS.ProcessEnv): BackupHome {
+  return new BackupHome({ metadata: restoreMetadataOps(), ...(env.BROKERED_SHELL_HOME ? { home: env.BROKERED_SHELL_HOME } : {}) });
+}
+
+/** The addon's metadata operations plus xattr removal, which a rewind needs to put a directory's xattrs back. */
+function restoreMetadataOps(): MetadataOps {
+  const ops = nativeMetadataOps();
+  if (!ops.xattrs) return ops;
+  return { ...ops, xattrs: { ...ops.xattrs, remove: (path, name) => native().removeXattr(path, name) } };
 }
 
 /** The shape `backups list --json` promises (more fields allowed, these exact). */
@@ -23,6 +42,24 @@ function turnJson(manifest: TurnManifest) {
     committedAt: manifest.committedAt,
     ...(manifest.restoreOf ? { restoreOf: manifest.restoreOf } : {}),
     files: manifest.files.map(fileJson),
+    structure: (manifest.structure ?? []).map(structureJson),
+  };
+}
+
+/**
+ * A path recorded without content, with the contract fields of a file entry: an absent
+ * one (the turn created it) has size 0, sha256 null and mode 0; a directory its mode.
+ */
+function structureJson(entry: StructureEntry) {
+  return {
+    path: entry.path,
+    operation: entry.operation,
+    kind: entry.kind,
+    size: 0,
+    sha256: null,
+    mode: entry.kind === 'directory' ? entry.mode : 0,
+    ...(entry.kind === 'directory' ? { mtime: entry.mtime } : {}),
+    ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
   };
 }
 
@@ -89,7 +126,8 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   io.out(`message:   ${manifest.message === null ? '(not committed)' : printable(manifest.message)}`);
   io.out(`started:   ${manifest.startedAt}`);
   io.out(`committed: ${manifest.committedAt ?? 'no'}`);
-  if (manifest.files.length === 0) {
+  const structure = manifest.structure ?? [];
+  if (manifest.files.length === 0 && structure.length === 0) {
     io.out('no files were backed up in this turn');
     return ExitCode.OK;
   }
@@ -100,6 +138,10 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
     f.sha256?.slice(0, 12) ?? '-',
     f.path,
   ]);
+  // Paths without content: what the turn created (a rewind removes it) and directories (mode and times kept).
+  for (const entry of structure) {
+    rows.push([entry.operation, entry.kind === 'absent' ? '(created)' : '(directory)', entry.kind === 'directory' ? octal(entry.mode) : '-', '-', entry.path]);
+  }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));
   return ExitCode.OK;
 }
@@ -132,7 +174,8 @@ async function entriesFor(manifest: TurnManifest, path: string): Promise<BackupE
 /** Above this a text diff is not attempted (the diff algorithm is quadratic in the worst case). */
 const DIFF_TEXT_LIMIT = 16 * 1024 * 1024;
 
-async function entryDiff(store: SessionBackupStore, entry: BackupEntry, color: boolean): Promise<string> {
+/** One entry as `backups diff` shows it: a unified diff from the backup to what is on disk now. */
+export async function entryDiff(store: SessionBackupStore, entry: BackupEntry, color: boolean): Promise<string> {
   const shown = printable(entry.path);
   const stats = await lstat(entry.path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
@@ -173,14 +216,26 @@ async function sha256Of(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
-export async function restoreCommand(
-  io: Io,
+export interface RestoreOutcome {
+  manifest: TurnManifest;
+  report: RestoreReport;
+  /** Some named paths are not in the turn, so nothing was changed; `report` is the dry-run check. */
+  refused: boolean;
+}
+
+/**
+ * What `backups restore` does, without the printing (the `backups ui` page calls it too):
+ * the turn's files, or only `paths`, back to their state before the turn (`sessionId`
+ * narrows where `ref` is looked up). Named paths are all checked first, so a mistyped
+ * one changes nothing.
+ */
+export async function restoreTurnFiles(
+  backupHome: BackupHome,
   ref: string,
   paths: string[],
-  options: { dryRun?: boolean; force?: boolean; json?: boolean },
-  env = process.env,
-): Promise<number> {
-  const { store, manifest } = await home(env).findTurn(ref);
+  options: { dryRun?: boolean; force?: boolean; sessionId?: string },
+): Promise<RestoreOutcome> {
+  const { store, manifest } = await backupHome.findTurn(ref, options.sessionId === undefined ? {} : { sessionId: options.sessionId });
   const restoreOptions = {
     ...(paths.length > 0 ? { paths: paths.map((p) => resolve(p)) } : {}),
     dryRun: options.dryRun ?? false,
@@ -189,27 +244,57 @@ export async function restoreCommand(
   if (paths.length > 0 && !restoreOptions.dryRun) {
     // A mistyped path must not leave a half-done restore: check every name before changing anything.
     const check = await store.restore(manifest, { ...restoreOptions, dryRun: true });
-    if (check.notInTurn.length > 0) {
-      if (options.json) printJson(io, check);
-      for (const path of check.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
-      io.err('nothing was restored');
-      return ExitCode.FAILURE;
-    }
+    if (check.notInTurn.length > 0) return { manifest, report: check, refused: true };
   }
-  const report = await store.restore(manifest, restoreOptions);
+  return { manifest, report: await store.restore(manifest, restoreOptions), refused: false };
+}
+
+export interface RestoreCommandOptions {
+  dryRun?: boolean;
+  force?: boolean;
+  json?: boolean;
+  /** Rewind TURN and every later turn of its session, newest first. */
+  to?: string;
+  /** Restore the newest restore turn (undo the last restore). */
+  undoLast?: boolean;
+  /** Where TURN, --to and --undo-last look (default: every session). */
+  session?: string;
+}
+
+/**
+ * `backups restore TURN [PATH...]`, `backups restore --to TURN [PATH...]` and
+ * `backups restore --undo-last [PATH...]`. `ref` is TURN (undefined with --to and
+ * --undo-last, which take every positional argument as a PATH).
+ */
+export async function restoreCommand(io: Io, ref: string | undefined, paths: string[], options: RestoreCommandOptions, env = process.env): Promise<number> {
+  const backupHome = home(env);
+  const where = options.session === undefined ? {} : { sessionId: validateSessionId(options.session) };
+  if (options.to !== undefined) return rewindCommand(io, backupHome, options.to, ref === undefined ? paths : [ref, ...paths], options);
+  let turnRef: string;
+  let named = paths;
+  if (options.undoLast) {
+    const { manifest } = await backupHome.lastRestore(where);
+    turnRef = manifest.id;
+    named = ref === undefined ? paths : [ref, ...paths];
+    if (!options.json) io.out(`undoing turn ${manifest.id} (${printable(manifest.message ?? 'open restore')})`);
+  } else {
+    if (ref === undefined) throw new Error('a turn is needed (or --to TURN, or --undo-last)');
+    turnRef = ref;
+  }
+  const { manifest, report, refused } = await restoreTurnFiles(backupHome, turnRef, named, {
+    dryRun: options.dryRun ?? false,
+    force: options.force ?? false,
+    ...(where.sessionId === undefined ? {} : { sessionId: where.sessionId }),
+  });
+  if (refused) {
+    if (options.json) printJson(io, report);
+    for (const path of report.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
+    io.err('nothing was restored');
+    return ExitCode.FAILURE;
+  }
   if (options.json) printJson(io, report);
   else {
-    const verb = report.dryRun ? 'would restore' : 'restored';
-    for (const item of report.restored) {
-      const how = [item.action === 'recreate' ? 'recreated' : '', item.forced ? 'forced' : ''].filter(Boolean).join(', ');
-      io.out(`${verb} ${printable(item.path)}${how ? ` (${how})` : ''}`);
-    }
-    for (const item of report.skipped) io.out(`skipped ${printable(item.path)}: ${item.detail}`);
-    for (const item of report.conflicts) {
-      const hint = item.reason === 'changed-since-turn' || item.reason === 'not-committed' || item.reason === 'occupied-by-special-file' ? '; --force to restore anyway' : '';
-      io.err(`conflict ${printable(item.path)}: ${printable(item.detail)} (${item.reason}${hint})`);
-    }
-    for (const item of report.failed) io.err(`failed ${printable(item.path)}: ${printable(item.message)} [${item.code}]`);
+    printRestore(io, report, '');
     for (const path of report.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
     if (report.rescueTurnId) io.out(`what was replaced is kept in turn ${report.rescueTurnId} (restore it to undo)`);
     if (report.dryRun) io.out('dry run: nothing was changed');
@@ -219,4 +304,63 @@ export async function restoreCommand(
   }
   if (report.failed.length > 0 || report.notInTurn.length > 0) return ExitCode.FAILURE;
   return report.conflicts.length > 0 ? ExitCode.CONFLICTS : ExitCode.OK;
+}
+
+/** The lines of one turn's restore report (`indent` before each, for a multi-turn rewind). */
+function printRestore(io: Io, report: RestoreReport, indent: string): void {
+  const verb = report.dryRun ? 'would restore' : 'restored';
+  for (const item of report.restored) {
+    const forced = item.forced ? ' (forced)' : '';
+    if (item.action === 'remove') {
+      io.out(`${indent}${report.dryRun ? 'would remove' : 'removed'} ${printable(item.path)} (created by the turn)${forced}`);
+      continue;
+    }
+    const how = [item.action === 'recreate' ? 'recreated' : '', item.forced ? 'forced' : ''].filter(Boolean).join(', ');
+    const shown = item.kind === 'directory' ? `${printable(item.path)}/` : printable(item.path);
+    io.out(`${indent}${verb} ${shown}${how ? ` (${how})` : ''}`);
+  }
+  // Paths the turn created and removed again (temp files), and directories as they were, are many and dull: counted, not listed.
+  let quiet = 0;
+  for (const item of report.skipped) {
+    if (item.reason === 'unchanged' && item.kind !== undefined) quiet++;
+    else io.out(`${indent}skipped ${printable(item.path)}: ${item.detail}`);
+  }
+  if (quiet > 0) io.out(`${indent}${quiet} path(s) without content (created and gone again, or directories) already as before the turn`);
+  for (const item of report.conflicts) {
+    const hint = item.reason === 'changed-since-turn' || item.reason === 'not-committed' || item.reason === 'occupied-by-special-file' ? '; --force to restore anyway' : '';
+    io.err(`${indent}conflict ${printable(item.path)}: ${printable(item.detail)} (${item.reason}${hint})`);
+  }
+  for (const item of report.failed) io.err(`${indent}failed ${printable(item.path)}: ${printable(item.message)} [${item.code}]`);
+}
+
+/** `backups restore --to TURN`: TURN and every later turn of its session, newest first. */
+async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths: string[], options: RestoreCommandOptions): Promise<number> {
+  const { store, target, turns } = await backupHome.rewindPlan(ref, options.session === undefined ? {} : { sessionId: validateSessionId(options.session) });
+  const report: RewindReport = await store.rewind(turns, {
+    dryRun: options.dryRun ?? false,
+    force: options.force ?? false,
+    ...(paths.length > 0 ? { paths: paths.map((p) => resolve(p)) } : {}),
+  });
+  if (options.json) printJson(io, report);
+  else {
+    if (report.notInTurn.length > 0) {
+      for (const path of report.notInTurn) io.err(`not in turn ${target.id} or any later turn: ${printable(path)}`);
+      io.err('nothing was restored');
+    }
+    for (const turn of report.turns) {
+      const message = turns.find((t) => t.id === turn.turnId)?.message;
+      io.out(`turn ${turn.turnId}${message ? ` (${printable(firstLine(message))})` : ''}:`);
+      printRestore(io, turn, '  ');
+    }
+    if (report.stoppedAt !== undefined) {
+      const stopped = report.turns.find((t) => t.turnId === report.stoppedAt);
+      const why = stopped && stopped.conflicts.length > 0 ? `${stopped.conflicts.length} conflict(s), nothing of it was changed (--force to rewind anyway)` : 'it failed';
+      io.err(`stopped at turn ${report.stoppedAt}: ${why}; older turns were not touched`);
+    }
+    if (report.rescueTurnId) io.out(`what was replaced is kept in turn ${report.rescueTurnId} (restore it, or --undo-last, to undo)`);
+    if (report.dryRun) io.out('dry run: nothing was changed');
+    else if (report.complete) io.out(`rewound ${report.turns.length} turn(s): the files are as they were before turn ${target.id}`);
+  }
+  if (report.notInTurn.length > 0 || report.turns.some((t) => t.failed.length > 0)) return ExitCode.FAILURE;
+  return report.complete ? ExitCode.OK : ExitCode.CONFLICTS;
 }

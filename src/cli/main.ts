@@ -97,17 +97,43 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     );
   backups
     .command('restore')
-    .description('put files back as they were before the turn')
-    .argument('<turn>', 'turn id, unique prefix, or "latest"')
-    .argument('[paths...]', 'only these files (default: every file the turn touched)')
+    .description('put files back as they were before the turn (created ones are removed, kept in the rescue turn)')
+    .argument('[turn]', 'turn id, unique prefix, or "latest" (not with --to or --undo-last)')
+    .argument('[paths...]', 'only these files and what is under them (default: every path the turn touched)')
     .option('--dry-run', 'show what would be restored and change nothing')
     .option('--force', 'also restore files that changed since the turn')
     .option('--json', 'machine-readable report')
+    // Rewind flags (src/backup/restore.ts): --to, --undo-last, and --session to narrow them.
+    .addOption(new Option('--to <turn>', 'rewind this turn and every later turn of its session, newest first (stops at conflicts unless --force)').conflicts('undoLast'))
+    .option('--undo-last', 'undo the most recent restore (restore its rescue turn)')
+    .option('--session <id>', 'look for TURN, --to and --undo-last in this session only')
     .action(
-      act(async (turn: string, paths: string[], options: { dryRun?: boolean; force?: boolean; json?: boolean }) =>
-        (await import('./backups.js')).restoreCommand(io, turn, paths, options),
-      ),
+      act(async (turn: string | undefined, paths: string[], options: import('./backups.js').RestoreCommandOptions, command: Command) => {
+        // Commander's own words for a missing argument: TURN is optional only with --to or --undo-last.
+        if (turn === undefined && options.to === undefined && !options.undoLast) command.error("error: missing required argument 'turn'");
+        return (await import('./backups.js')).restoreCommand(io, turn, paths, options);
+      }),
     );
+
+  // backups prune / stats: retention (src/cli/retention.ts).
+  backups
+    .command('prune')
+    .description('remove old turns, then the blobs no turn needs any more (never open turns or the newest of a session unless asked)')
+    .option('--session <id>', 'only this session (default: every session)')
+    .option('--keep-last <n>', 'keep the N newest turns of each session')
+    .option('--older-than <when>', 'prune turns committed before a date (2026-11-01, UTC) or longer ago than a duration (30d, 12h, 2w)')
+    .option('--max-size <size>', 'then drop the oldest turns until the blobs fit this budget (500M, 2G; powers of 1024)')
+    .option('--include-newest', 'let the newest turn of a session go too')
+    .option('--include-open', 'let open turns go whose journal is idle for an hour (a crashed broker\'s)')
+    .option('--dry-run', 'show what would be pruned and change nothing')
+    .option('--json', 'machine-readable report')
+    .action(act(async (options: import('./retention.js').PruneCommandOptions) => (await import('./retention.js')).pruneCommand(io, options)));
+  backups
+    .command('stats')
+    .description('turns, files, bytes stored vs logical, dedup ratio, per session and total')
+    .option('--session <id>', 'only this session')
+    .option('--json', 'machine-readable output')
+    .action(act(async (options: { session?: string; json?: boolean }) => (await import('./retention.js')).statsCommand(io, options)));
 
   // config: the configuration files (src/cli/config.ts).
   const config = program.command('config').description('the configuration: <home>/config.json, narrowed by the project\'s .brokered-shell.json');

@@ -122,9 +122,11 @@ describe('commitTurn', () => {
       sha256: sha('line 1\nline 2\nline 3 by the model\n'),
       mode: 0o640,
       mtimeNs: modifiedNow.mtimeNs.toString(),
+      uid: Number(modifiedNow.uid),
+      gid: Number(modifiedNow.gid),
     });
     expect(after[files.deleted]).toEqual({ type: 'absent' });
-    expect(after[files.link]).toEqual({ type: 'symlink', target: 'releases/v2' });
+    expect(after[files.link]).toEqual({ type: 'symlink', target: 'releases/v2', uid: Number(modifiedNow.uid), gid: Number(modifiedNow.gid) });
     expect(after[files.chmodded]).toMatchObject({ type: 'file', mode: 0o600 });
   });
 

@@ -1,54 +1,115 @@
 import { promises as fs } from 'node:fs';
-import { join, relative } from 'node:path';
-import type { ResolvedRequest } from '../../core/index.js';
-
-/** The paths a request may create: written targets that do not exist yet. */
-export function createdPaths(resolved: ResolvedRequest): string[] {
-  return resolved.targets.filter((t) => t.access === 'write' && t.kind === 'absent').map((t) => t.resolved);
-}
+import { dirname, join } from 'node:path';
+import type { Operation, ResolvedRequest } from '../../core/index.js';
 
 /**
- * The existing files a request is about to change: every written or deleted target
- * that is a file or symlink now, plus — for recursive deletes and copies — the files
- * inside the trees they reach. Directories themselves hold no content to back up.
+ * What a request is about to change, as the backup store records it before the change
+ * (rewinding the turn undoes each):
+ *
+ * - `content`: existing files and symlinks it overwrites, truncates, renames, deletes or
+ *   changes the metadata of — backed up with their content (fdatasync'd);
+ * - `directories`: existing directories it deletes, renames away or changes (chmod,
+ *   chown, touch, xattrs) — their mode, owner, times and xattrs (fdatasync'd);
+ * - `created`: paths that do not exist and are about to — `absent` entries, so a rewind
+ *   removes them (no blob, no fdatasync of their own);
+ * - `parents`: directories a name is about to be added to or removed from, whose times
+ *   move — recorded like `directories` but without their own fdatasync.
+ *
+ * A directory renamed or deleted whole (one rename, or a recursive host delete or copy)
+ * is walked: its files are backed up and its directories recorded, and each path it will
+ * occupy at the destination is recorded as created, so a rewind can rebuild the source
+ * and empty the destination without guessing.
  */
-export async function affectedFiles(resolved: ResolvedRequest): Promise<string[]> {
+export interface RecordPlan {
+  content: string[];
+  directories: string[];
+  created: string[];
+  parents: string[];
+}
+
+/** Operations that change an existing directory's own metadata (or remove it). */
+const DIRECTORY_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rename', 'chmod', 'chown', 'touch', 'xattr']);
+
+export async function recordPlan(resolved: ResolvedRequest): Promise<RecordPlan> {
   const { request, targets } = resolved;
-  const paths: string[] = [];
-  for (const target of targets) {
-    if (target.access === 'read') continue;
-    if (target.kind === 'file' || target.kind === 'symlink') paths.push(target.resolved);
-    else if (target.kind === 'directory' && request.operation === 'delete' && request.options.recursive) {
-      await collect(target.resolved, paths);
-    }
-  }
+  const plan: RecordPlan = { content: [], directories: [], created: [], parents: [] };
   const from = targets.find((t) => t.role === 'from');
   const to = targets.find((t) => t.role === 'to');
-  if (request.operation === 'copy' && request.options.recursive && from?.kind === 'directory' && to?.kind === 'directory') {
-    // A tree copy overwrites the destination's files that share a relative path with the source.
-    const sources: string[] = [];
-    await collect(from.resolved, sources);
-    for (const source of sources) {
-      const destination = join(to.resolved, relative(from.resolved, source));
-      if (await isFileOrLink(destination)) paths.push(destination);
+  for (const target of targets) {
+    if (target.access === 'read') continue;
+    const file = target.resolved;
+    if (target.kind === 'file' || target.kind === 'symlink') plan.content.push(file);
+    else if (target.kind === 'absent' && target.access === 'write') plan.created.push(file);
+    else if (target.kind === 'directory') {
+      if (DIRECTORY_CHANGES.has(request.operation)) plan.directories.push(file);
+      // An O_TMPFILE open, a mkdir that will fail with EEXIST, a copy into it: names may appear in it.
+      else plan.parents.push(file);
+      if (request.operation === 'delete' && request.options.recursive) await walkInto(file, plan);
+    }
+    // Names are added or removed in the parent: a new path, a deletion, either end of a rename.
+    if (target.kind === 'absent' || target.access === 'delete' || request.operation === 'rename') plan.parents.push(dirname(file));
+  }
+  if (request.operation === 'rename' && from?.kind === 'directory' && to && to.kind !== 'file' && to.kind !== 'symlink') {
+    // The whole tree leaves `from` and appears under `to` (which is absent, or an empty directory it replaces).
+    const tree = await walkInto(from.resolved, plan);
+    if (to.kind === 'absent' || (to.kind === 'directory' && (await isEmptyDirectory(to.resolved)))) {
+      for (const rel of tree) plan.created.push(join(to.resolved, rel));
     }
   }
-  return paths;
-}
-
-async function collect(dir: string, into: string[]): Promise<void> {
-  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) await collect(path, into);
-    else if (entry.isFile() || entry.isSymbolicLink()) into.push(path);
+  if (request.operation === 'copy' && request.options.recursive && from?.kind === 'directory' && to && (to.kind === 'directory' || to.kind === 'absent')) {
+    // A tree copy overwrites the destination's files that share a relative path with the source, and creates the rest.
+    for (const rel of await treeOf(from.resolved)) {
+      const destination = join(to.resolved, rel.path);
+      const kind = to.kind === 'absent' ? 'absent' : await kindOf(destination);
+      if (kind === 'absent') plan.created.push(destination);
+      else if (kind === 'file') plan.content.push(destination);
+    }
   }
+  return plan;
 }
 
-async function isFileOrLink(path: string): Promise<boolean> {
+interface TreeItem {
+  /** Relative to the walked directory. */
+  path: string;
+  type: 'file' | 'directory' | 'other';
+}
+
+/** Every path under `dir` (not following symlinks), parents before their contents. */
+async function treeOf(dir: string): Promise<TreeItem[]> {
+  const out: TreeItem[] = [];
+  const walk = async (rel: string) => {
+    for (const entry of await fs.readdir(join(dir, rel), { withFileTypes: true })) {
+      const child = rel === '' ? entry.name : join(rel, entry.name);
+      if (entry.isDirectory()) {
+        out.push({ path: child, type: 'directory' });
+        await walk(child);
+      } else out.push({ path: child, type: entry.isFile() || entry.isSymbolicLink() ? 'file' : 'other' });
+    }
+  };
+  await walk('');
+  return out;
+}
+
+/** Add a tree's files (content) and directories to the plan; returns its relative paths. */
+async function walkInto(dir: string, plan: RecordPlan): Promise<string[]> {
+  const tree = await treeOf(dir);
+  for (const item of tree) {
+    const file = join(dir, item.path);
+    if (item.type === 'file') plan.content.push(file);
+    else if (item.type === 'directory') plan.directories.push(file);
+  }
+  return tree.map((item) => item.path);
+}
+
+async function isEmptyDirectory(dir: string): Promise<boolean> {
+  return (await fs.readdir(dir).catch(() => ['?'])).length === 0;
+}
+
+async function kindOf(path: string): Promise<'file' | 'absent' | 'other'> {
   try {
     const info = await fs.lstat(path);
-    return info.isFile() || info.isSymbolicLink();
+    return info.isFile() || info.isSymbolicLink() ? 'file' : 'other';
   } catch {
-    return false;
+    return 'absent';
   }
 }

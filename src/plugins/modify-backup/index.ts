@@ -13,7 +13,7 @@ import { SessionBackupStore, type OpenStoreOptions } from '../../backup/session-
 import { normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
-import { affectedFiles, createdPaths } from './affected-files.js';
+import { recordPlan } from './affected-files.js';
 import { getModifyBackupHooks, type BackedUpInfo } from './hooks.js';
 
 export { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
@@ -48,13 +48,6 @@ export class ModifyBackupPlugin implements BrokerPlugin {
   readonly #options: z.infer<typeof modifyBackupOptionsSchema>;
   readonly #storeOptions: Partial<OpenStoreOptions>;
   #store: Promise<SessionBackupStore> | undefined;
-  /**
-   * Paths the open turn found absent when it first touched them. Their state before the
-   * turn is "absent", so later versions made during the turn (a sed temp file, a file
-   * written then renamed away) are not backed up: restoring them would resurrect files
-   * that never existed before the turn.
-   */
-  #createdInTurn = new Map<string, Set<string>>();
   /**
    * Whether backups are taken, as the options and the last EnableModifyBackup said. Off
    * needs no store: an owner that cannot open the store turns backup off for the turn
@@ -92,21 +85,38 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     broker.hooks.preModifyBackup.tapPromise({ name: this.name, stage: Stage.NORMAL }, async (resolved, _decision, context) => {
       const turnId = broker.currentTurn?.id;
       if (!turnId) throw new BrokerError(ErrorCodes.BACKUP_FAILED, 'no open turn to back up into');
-      const created = this.#created(turnId);
-      for (const path of createdPaths(resolved)) created.add(path);
-      const paths = (await affectedFiles(resolved)).filter((path) => !created.has(path));
-      if (paths.length === 0 || !this.#enabled) return;
-      const store = await this.#openOrFail(broker);
-      if (!store.enabled) return;
+      if (!this.#enabled) return;
+      const plan = await recordPlan(resolved);
+      if (plan.content.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
       const log = context.log.child({ phase: PHASE[request.origin] });
-      for (const path of paths) {
-        const entry = await store.backup(path, {
-          turnId,
-          operation: request.operation,
-          ...(request.toolCallId ? { toolCallId: request.toolCallId } : {}),
-          ...(request.traceId ? { traceId: request.traceId } : {}),
-        });
+      // Content and directories are what a rewind brings back: no store, no change. A request
+      // that only creates paths risks nothing without one: it goes ahead unrecorded (its
+      // creations then survive a rewind), as creating a file always could.
+      const guardsData = plan.content.length + plan.directories.length > 0;
+      const store = guardsData
+        ? await this.#openOrFail(broker)
+        : await this.store(broker).catch((error: unknown) => {
+            log.warn({ err: error, created: plan.created }, 'backup store unavailable: creations are not recorded');
+            return undefined;
+          });
+      if (!store?.enabled) return;
+      const as = {
+        turnId,
+        operation: request.operation,
+        ...(request.toolCallId ? { toolCallId: request.toolCallId } : {}),
+        ...(request.traceId ? { traceId: request.traceId } : {}),
+      };
+      // The store keeps the first state of a path in a turn: a path recorded as created is
+      // never backed up later in the turn (a sed temp file, a file written then renamed away),
+      // since restoring it would resurrect a file that did not exist before the turn.
+      // Records without their own fdatasync (created paths, parents' times) go before the
+      // synced ones where they can: a later fdatasync of the journal makes them durable too.
+      for (const path of plan.created) await store.recordCreated(path, as);
+      for (const path of plan.directories) await store.recordDirectory(path, as);
+      for (const path of plan.parents) await store.recordDirectory(path, { ...as, sync: false });
+      for (const path of plan.content) {
+        const entry = await store.backup(path, as);
         log.info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
         if (entry) {
           this.#publish(broker, entry, {
@@ -124,8 +134,6 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const store = await this.store(broker).catch(() => undefined);
       if (this.#enabled && store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
     });
-
-    broker.hooks.turnCommitted.tap(this.name, (turn) => void this.#createdInTurn.delete(turn.id));
 
     broker.hooks.turnCommitting.tapPromise(this.name, async (turn) => {
       // A store that never opened holds nothing of this turn (every backup would have
@@ -179,15 +187,6 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       // The backup is made; a listener's failure must not turn it into a denial.
       broker.log.error({ phase: 'backup', err: error, path: entry.path }, 'a backedUp listener failed');
     }
-  }
-
-  #created(turnId: string): Set<string> {
-    let created = this.#createdInTurn.get(turnId);
-    if (!created) {
-      created = new Set();
-      this.#createdInTurn.set(turnId, created);
-    }
-    return created;
   }
 
   async #openOrFail(broker: Broker): Promise<SessionBackupStore> {
