@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the build and the tests use. Idempotent; needs root (CI runs as root).
+# chromium: the browser the backup viewer's test drives (playwright-core with
+# executablePath /usr/bin/chromium; Playwright's own browser downloads are never used).
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox)
+packages=(build-essential python3 busybox-static toybox chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

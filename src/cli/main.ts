@@ -135,6 +135,14 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .option('--json', 'machine-readable output')
     .action(act(async (options: { session?: string; json?: boolean }) => (await import('./retention.js')).statsCommand(io, options)));
 
+  // backups ui: the backup viewer, a local page (src/ui/).
+  backups
+    .command('ui')
+    .description('see and undo turns in a local web page (127.0.0.1, secret address printed on stdout); stops on Ctrl-C')
+    .option('--port <n>', 'port to listen on (default: a random free one)')
+    .option('--no-open', 'do not open a browser, only print the address')
+    .action(act(async (options: { port?: string; open?: boolean }) => (await import('../ui/command.js')).uiCommand(io, options)));
+
   // config: the configuration files (src/cli/config.ts).
   const config = program.command('config').description('the configuration: <home>/config.json, narrowed by the project\'s .brokered-shell.json');
   config
