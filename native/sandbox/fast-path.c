@@ -107,6 +107,15 @@ bool bsh_is_write_dev(const struct bsh_config *cfg, const char *path) {
   return dev_alias(path, &fd) || parse_proc_fd(path, &pid, &tid, &fd);
 }
 
+/* Is `path` /proc/<pid>/fd/<n> or /proc/<pid>/task/<tid>/fd/<n>? Then the process (or thread) and n. */
+bool bsh_proc_fd_path(const char *path, pid_t *pid, int *fd) {
+  long p, t, n;
+  if (!parse_proc_fd(path, &p, &t, &n)) return false;
+  *pid = (pid_t)(t < 0 ? p : t);
+  *fd = (int)n;
+  return true;
+}
+
 /* Does `path` reopen one of the caller's own fds? Then *fd is its number. */
 bool bsh_fd_alias(const char *path, pid_t tgid, pid_t tid, int *fd) {
   long p, t, n;

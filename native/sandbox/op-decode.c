@@ -7,7 +7,9 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -29,9 +31,28 @@ static enum bsh_action not_utf8(struct bsh_call *c) {
   return bsh_report(c, EACCES, "a path that is not valid UTF-8 cannot be checked");
 }
 
-/* A failed step: -EILSEQ (not UTF-8) is reported, anything else is the kernel's own errno. */
+/* read_path's answer when it refused the path itself and filled in the report (c->refusal). */
+#define REPORTED (-100000)
+
+/* A failed step: -EILSEQ (not UTF-8) and REPORTED are reported, anything else is the kernel's own errno. */
 static enum bsh_action failed(struct bsh_call *c, int rc) {
+  if (rc == REPORTED) return BSH_ACT_REPORT;
   return rc == -EILSEQ ? not_utf8(c) : refuse(c, -rc);
+}
+
+/*
+ * /proc/<pid>/fd/<n> of a process outside the sandbox (the supervisor, the broker, …):
+ * the kernel refuses it (Landlock scopes ptrace access) without a trace, so it is
+ * refused here, the same way, and reported.
+ */
+static int foreign_fd(struct bsh_call *c, const char *path) {
+  pid_t pid;
+  int fd;
+  if (!bsh_proc_fd_path(path, &pid, &fd) || pid == c->tgid || pid == c->tid) return 0;
+  if (bsh_in_sandbox_tree(pid) != 0) return 0; /* sandboxed (or gone: the kernel's ENOENT) */
+  if (path != c->path) memmove(c->path, path, strlen(path) + 1); /* the report names this path (it may be `to`) */
+  bsh_report(c, EACCES, "names descriptor %d of process %d, which is outside the sandbox", fd, (int)pid);
+  return REPORTED;
 }
 
 /* 0, or 1 for a final "." and 2 for a final ".." (trailing slashes ignored). */
@@ -67,6 +88,10 @@ static int read_path(struct bsh_call *c, int dirfd, uint64_t addr, char *raw, ch
     if ((rc = bsh_proc_status(c)) != 0) return rc;
     return bsh_rewrite_proc_self(out, BSH_PATH_MAX, c->tgid, c->tid);
   }
+  if (strncmp(out, "/proc/", 6) == 0) {
+    if ((rc = bsh_proc_status(c)) != 0) return rc;
+    return foreign_fd(c, out);
+  }
   return 0;
 }
 
@@ -80,9 +105,36 @@ static int read_named(struct bsh_call *c, int dirfd, uint64_t addr, char *out, b
   return 0;
 }
 
-/* Landlock lets the command do this itself, and would refuse a swapped-in path. */
-static bool landlock_guarded(const struct bsh_config *cfg, const char *path) {
-  return !bsh_has_dotdot(path) && (bsh_in_scratch(cfg, path) || bsh_is_write_dev(cfg, path));
+/*
+ * Whether `path` (in scratch, lexically) stays there: no symlink on the way (at its end
+ * too, when the call follows it), or the links lead to scratch again.
+ */
+static bool stays_in_scratch(const struct bsh_config *cfg, const char *path, bool follow) {
+  struct open_how how = {.flags = O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW),
+                         .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+  int fd = (int)syscall(__NR_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (fd >= 0) close(fd);
+  if (fd >= 0 || errno != ELOOP) return true; /* no link on the way: the kernel says the rest */
+  char dir[BSH_PATH_MAX], real[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  if (!follow) {
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = '\0';
+  }
+  return realpath(dir, real) != NULL && bsh_in_scratch(cfg, real);
+}
+
+/*
+ * Landlock lets the command do this itself, and would refuse a swapped-in path. A scratch
+ * path whose symlinks lead out of scratch would meet Landlock's refusal, which leaves no
+ * trace: such a call goes to the broker instead, which resolves the links and decides
+ * (audited), and the supervisor performs what it allows. A link made after this check
+ * still meets Landlock.
+ */
+static bool landlock_guarded(const struct bsh_config *cfg, const char *path, bool follow) {
+  if (bsh_has_dotdot(path)) return false;
+  if (bsh_is_write_dev(cfg, path)) return true;
+  return bsh_in_scratch(cfg, path) && stays_in_scratch(cfg, path, follow);
 }
 
 /* Landlock's REFER rule, kept for what the supervisor performs (refusal.c, bsh_enters_scratch). */
@@ -132,12 +184,12 @@ static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int fla
 }
 
 /*
- * An open through /dev/stdout, /dev/fd/N or /proc/<self>/fd/N: judge the file behind the fd.
+ * An open through /dev/stdout, /dev/fd/N or /proc/<pid>/fd/N (the caller's own, or another
+ * sandboxed process's; `dup` is our duplicate of that fd, or -errno): judge the file behind it.
  * An O_TMPFILE open through a directory's alias creates a file in that directory: it is
  * judged (and performed) as an O_TMPFILE open of the directory's path.
  */
-static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call *c, int fd) {
-  int dup = bsh_proc_dup_fd(c, fd);
+static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call *c, int dup) {
   if (dup < 0) return refuse(c, dup == -EBADF ? ENOENT : -dup);
   struct stat st;
   bool tmpfile_dir = fstat(dup, &st) == 0 && S_ISDIR(st.st_mode) && (c->open_flags & BSH_O_TMPFILE_BIT);
@@ -167,7 +219,7 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
   }
   close(dup);
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
-  if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
   c->follow = false;
   c->path_slash = false;
   return ask(c);
@@ -200,9 +252,13 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
     if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
     /* An alias is a (magic) symlink: O_NOFOLLOW refuses it, as the kernel would. */
     if (bsh_fd_alias(c->path, c->tgid, c->tid, &alias_fd))
-      return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, alias_fd);
+      return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, bsh_proc_dup_fd(c, alias_fd));
+    /* Another sandboxed process's fd (foreign ones were refused by read_path): judged like the caller's own. */
+    pid_t owner;
+    if (bsh_proc_fd_path(c->path, &owner, &alias_fd))
+      return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, bsh_pid_dup_fd(owner, alias_fd));
   }
-  if (landlock_guarded(cfg, c->path)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, c->follow)) return BSH_ACT_CONTINUE;
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
@@ -217,7 +273,7 @@ enum bsh_action bsh_dec_truncate(const struct bsh_config *cfg, struct bsh_call *
   c->length = (uint64_t)length;
   int rc = read_named(c, AT_FDCWD, upath, c->path, &c->path_slash, NULL);
   if (rc != 0) return failed(c, rc);
-  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+  return landlock_guarded(cfg, c->path, true) ? BSH_ACT_CONTINUE : ask(c);
 }
 
 enum bsh_action bsh_dec_unlink(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -229,7 +285,7 @@ enum bsh_action bsh_dec_unlink(const struct bsh_config *cfg, struct bsh_call *c,
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, c->op == BSH_OP_UNLINK ? EISDIR : dot == 1 ? EINVAL : ENOTEMPTY);
-  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
 }
 
 enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
@@ -246,7 +302,8 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   if (rc != 0) return failed(c, rc);
   if (dot1 || dot2) return refuse(c, EBUSY);
   if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
-  return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
+  bool guarded = landlock_guarded(cfg, c->path, false) && landlock_guarded(cfg, c->to, false);
+  return guarded ? BSH_ACT_CONTINUE : ask(c);
 }
 
 enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
@@ -268,7 +325,8 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
     /* linkat("/proc/self/fd/N", AT_SYMLINK_FOLLOW): the O_TMPFILE idiom; the fd names the file. */
     if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd))) {
       if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
-      return landlock_guarded(cfg, c->path) && landlock_guarded(cfg, c->to) ? BSH_ACT_CONTINUE : ask(c);
+      bool guarded = landlock_guarded(cfg, c->path, c->follow) && landlock_guarded(cfg, c->to, false);
+      return guarded ? BSH_ACT_CONTINUE : ask(c);
     }
   } else {
     if (!(flags & AT_EMPTY_PATH)) return refuse(c, ENOENT);
@@ -305,7 +363,7 @@ enum bsh_action bsh_dec_symlink(const struct bsh_config *cfg, struct bsh_call *c
   int rc = read_named(c, nd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
 }
 
 enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -316,7 +374,7 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
 }
 
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -335,7 +393,7 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
     return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
                       (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path) ? BSH_ACT_CONTINUE : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
 }
 
 /*

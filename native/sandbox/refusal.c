@@ -10,11 +10,13 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -52,6 +54,32 @@ static enum bsh_action priority_call(struct bsh_call *c, long which, long who, l
   return bsh_report(c, EPERM, "a new priority for a process group or a user, which reach outside the sandbox");
 }
 
+/*
+ * A change through an fd (ftruncate, fallocate, a shared writable mmap). The kernel
+ * decides it by the fd's mode, and a writable fd on a managed file exists only if the
+ * supervisor made it, so the call continues whenever the fd may make the change (the
+ * kernel still checks it). On a read-only regular file the kernel would refuse it with
+ * `err`: refuse it here with the same errno, so the attempt is reported (audited).
+ * Anything unusual (no such fd, O_PATH, not a regular file) is left to the kernel.
+ */
+static enum bsh_action fd_write(struct bsh_call *c, int fd, bool needs_read_write, int err, const char *what) {
+  int dup = bsh_proc_dup_fd(c, fd);
+  if (dup < 0) return BSH_ACT_CONTINUE;
+  int fl = fcntl(dup, F_GETFL);
+  struct stat st;
+  bool regular = fstat(dup, &st) == 0 && S_ISREG(st.st_mode);
+  int acc = fl & O_ACCMODE;
+  bool may = acc == O_RDWR || (!needs_read_write && acc == O_WRONLY);
+  if (fl < 0 || (fl & O_PATH) || !regular || may) {
+    close(dup);
+    return BSH_ACT_CONTINUE;
+  }
+  bool anonymous = false;
+  if (bsh_fd_path(dup, c->path, sizeof c->path, &anonymous) != 0) c->path[0] = '\0';
+  close(dup);
+  return bsh_report(c, err, "%s through a descriptor opened %s", what, acc == O_WRONLY ? "write-only" : "read-only");
+}
+
 enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *a) {
 #if defined(__x86_64__)
   if (c->nr >= __X32_SYSCALL_BIT) return bsh_report(c, ENOSYS, "x32 syscalls are not available in the sandbox");
@@ -74,6 +102,11 @@ enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *a) {
     close(dup);
     return signal_call(c, pid, (long)(int)a[1]);
   }
+  case __NR_ftruncate: return fd_write(c, (int)a[0], false, EINVAL, "a truncation");
+  case __NR_fallocate: return fd_write(c, (int)a[0], false, EBADF, "space allocation or a hole");
+  case __NR_mmap:
+    /* Notified only for a shared, writable, file-backed mapping, which needs O_RDWR. */
+    return fd_write(c, (int)a[4], true, EACCES, "a shared writable mapping");
   case __NR_prlimit64:
     if (a[2] == 0) return BSH_ACT_CONTINUE; /* reading limits changes nothing */
     return on_process(c, (long)(int)a[0], "new resource limits for");

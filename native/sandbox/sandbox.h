@@ -180,6 +180,8 @@ int bsh_mem_read_string(pid_t tid, uint64_t addr, char *buf, size_t cap);
 int bsh_proc_status(struct bsh_call *c);
 int bsh_proc_base_dir(pid_t tid, int dirfd, char *out, size_t cap);
 int bsh_proc_dup_fd(struct bsh_call *c, int fd);
+/* Our own duplicate of fd `fd` of the sandboxed process or thread `pid`; -EACCES when it is not sandboxed. */
+int bsh_pid_dup_fd(pid_t pid, int fd);
 int bsh_fd_path(int ownfd, char *out, size_t cap, bool *anonymous);
 /* 1: `pid` is one of the sandboxed processes (the supervisor's descendants); 0: it is
  * not (the supervisor itself included); -1: no such process. */
@@ -201,6 +203,7 @@ void bsh_fast_path_init(void);
 bool bsh_in_scratch(const struct bsh_config *cfg, const char *path);
 bool bsh_is_write_dev(const struct bsh_config *cfg, const char *path);
 bool bsh_fd_alias(const char *path, pid_t tgid, pid_t tid, int *fd);
+bool bsh_proc_fd_path(const char *path, pid_t *pid, int *fd);
 int bsh_local_resolve(const struct bsh_config *cfg, const char *lexical, bool follow, char *out, size_t cap);
 
 /* --- op-decode.c --- */

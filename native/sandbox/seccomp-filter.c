@@ -14,7 +14,10 @@
  * supervisor only when they name another process; it lets them through for sandboxed
  * targets and refuses (and reports) the rest.
  * Syscalls that act on an already-open fd (write, ftruncate, fallocate, mmap) are
- * allowed: a writable fd on a managed file only exists if the supervisor made it.
+ * allowed: a writable fd on a managed file only exists if the supervisor made it. The
+ * rare ones of them (ftruncate, fallocate, a shared writable file mmap) are notified
+ * all the same, so that the kernel's refusal on a read-only fd is reported (audited):
+ * the supervisor continues them when the fd may make the change.
  * The tables are named so that `--print-filter` and doctor can show them.
  */
 #include "sandbox.h"
@@ -27,6 +30,7 @@
 #include <linux/fsverity.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +76,14 @@ static const struct bsh_syscall k_notify_if_writing[] = {
 #endif
     SC(openat), /* flags are arg 2 */
 };
+
+/*
+ * Changes through an fd that the kernel refuses on a read-only one (ftruncate: EINVAL,
+ * fallocate: EBADF). Always notified: the supervisor continues them on a writable fd and
+ * reports the refusal otherwise (refusal.c). mmap is notified only when it asks for a
+ * shared, writable, file-backed mapping (mmap_rule below).
+ */
+static const struct bsh_syscall k_notify_fd_write[] = {SC(ftruncate), SC(fallocate)};
 
 /* Refused with EPERM by the supervisor, which reports each one (notified only to be refused). */
 static const struct bsh_syscall k_deny[] = {
@@ -233,6 +245,23 @@ static void notify_if_other(struct prog *p, int nr, enum other_rule rule, uint32
   }
 }
 
+/*
+ * mmap(addr, len, prot, flags, fd, off): notify when PROT_WRITE and MAP_SHARED (the bit
+ * MAP_SHARED_VALIDATE shares) and not MAP_ANONYMOUS; everything else is allowed.
+ * [0] nr? [1] A = prot [2] !WRITE → [7] [3] A = flags [4] ANON → [7] [5] !SHARED → [7]
+ * [6] notify [7] allow
+ */
+static void mmap_rule(struct prog *p) {
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)__NR_mmap, 0, 7);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(2));
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_WRITE, 0, 4);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(3));
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_ANONYMOUS, 2, 0);
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_SHARED, 0, 1);
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
 static int open_flags_arg(int nr) {
 #if defined(__x86_64__)
   if (nr == __NR_open) return 1;
@@ -271,6 +300,8 @@ static void build(struct prog *p) {
   /* clone3 keeps its flags in memory BPF cannot read; glibc falls back to clone on ENOSYS. */
   ret_if_nr(p, __NR_clone3, RET_ERRNO(ENOSYS));
   for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, notify);
+  for (size_t i = 0; i < N_OF(k_notify_fd_write); i++) ret_if_nr(p, k_notify_fd_write[i].nr, notify);
+  mmap_rule(p);
   for (size_t i = 0; i < N_OF(k_notify_if_other); i++)
     notify_if_other(p, k_notify_if_other[i].nr, k_notify_if_other[i].rule, k_notify_if_other[i].self);
   for (size_t i = 0; i < N_OF(k_deny); i++) ret_if_nr(p, k_deny[i].nr, notify);
@@ -316,6 +347,12 @@ void bsh_seccomp_print_tables(void) {
   printf("  \"openWriteMask\": %d,\n  \"cloneDenyMask\": %d,\n", BSH_OPEN_WRITE_MASK, BSH_CLONE_DENY_MASK);
   print_table("notify", k_notify, N_OF(k_notify), false);
   print_table("notifyIfWriting", k_notify_if_writing, N_OF(k_notify_if_writing), false);
+  static const struct bsh_syscall mmap_t[] = {SC(mmap)};
+  printf("  \"notifyFdWrite\": [");
+  for (size_t i = 0; i < N_OF(k_notify_fd_write); i++)
+    printf("{\"name\": \"%s\", \"nr\": %d, \"when\": \"always\"}, ", k_notify_fd_write[i].name, k_notify_fd_write[i].nr);
+  printf("{\"name\": \"%s\", \"nr\": %d, \"when\": \"shared writable file mapping\"}],\n", mmap_t[0].name,
+         mmap_t[0].nr);
   printf("  \"notifyIfOtherProcess\": [");
   for (size_t i = 0; i < N_OF(k_notify_if_other); i++)
     printf("%s{\"name\": \"%s\", \"nr\": %d, \"when\": \"%s\"}", i ? ", " : "", k_notify_if_other[i].name,
@@ -347,6 +384,8 @@ const char *bsh_syscall_name(int nr, char *buf, size_t cap) {
   const char *name = find_name(k_notify, N_OF(k_notify), nr);
   if (!name) name = find_name(k_notify_if_writing, N_OF(k_notify_if_writing), nr);
   if (!name) name = find_name(k_deny, N_OF(k_deny), nr);
+  if (!name) name = find_name(k_notify_fd_write, N_OF(k_notify_fd_write), nr);
+  if (!name && nr == __NR_mmap) name = "mmap";
   for (size_t i = 0; !name && i < N_OF(k_notify_if_other); i++)
     if (k_notify_if_other[i].nr == nr) name = k_notify_if_other[i].name;
   if (!name && nr == __NR_clone) name = "clone";

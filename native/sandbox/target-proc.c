@@ -77,6 +77,27 @@ int bsh_proc_dup_fd(struct bsh_call *c, int fd) {
 }
 
 /*
+ * Our own reference to an fd of another sandboxed process (a thread id is fine too),
+ * or -errno. The process is pinned by its pidfd before it is checked to be sandboxed,
+ * so a pid reused meanwhile cannot hand us an fd from outside.
+ */
+int bsh_pid_dup_fd(pid_t pid, int fd) {
+  if (fd < 0) return -EBADF;
+  int pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+  if (pidfd < 0 && errno == EINVAL) pidfd = (int)syscall(__NR_pidfd_open, pid, PIDFD_THREAD);
+  if (pidfd < 0) return -ENOENT;
+  if (bsh_in_sandbox_tree(pid) != 1) {
+    close(pidfd);
+    return -EACCES;
+  }
+  int dup = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+  int saved = errno;
+  close(pidfd);
+  if (dup < 0) return saved == EBADF ? -EBADF : -EACCES;
+  return dup;
+}
+
+/*
  * The path of one of our fds. `anonymous` is true when the object has no name any
  * other process can reach (pipes, sockets, memfd, O_TMPFILE, unlinked files with no
  * other link): changing such an object needs nobody's permission. A file that was

@@ -24,6 +24,8 @@ export const filterTablesSchema = z.strictObject({
   cloneDenyMask: z.number().int(),
   notify: z.array(syscallSchema),
   notifyIfWriting: z.array(syscallSchema),
+  /** Changes through an fd (ftruncate, fallocate, shared writable mmap): continued on a writable fd, refused and reported on a read-only one. */
+  notifyFdWrite: z.array(syscallSchema.extend({ when: z.string() })),
   /** Signals and scheduling calls, notified only when aimed at another process (`when`). */
   notifyIfOtherProcess: z.array(syscallSchema.extend({ when: z.string() })),
   deny: z.array(syscallSchema),
