@@ -94,7 +94,7 @@ function sideStats(runs: readonly TimedRun[]): SideStats {
 }
 
 /** The commit the product was built from, and whether the working tree differed from it. */
-function revision(): string {
+export function revision(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
     const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'native', 'binding.gyp'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -104,7 +104,7 @@ function revision(): string {
   }
 }
 
-function toolVersion(file: string, args: string[]): string {
+export function toolVersion(file: string, args: string[]): string {
   try {
     return (execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split('\n')[0] ?? '').trim();
   } catch {
@@ -113,7 +113,7 @@ function toolVersion(file: string, args: string[]): string {
 }
 
 /** The environment both sides get: ours without the broker's own variables, plus the bench's temp locations. */
-function commandEnv(base: string): NodeJS.ProcessEnv {
+export function commandEnv(base: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     // NODE_EXTRA_CA_CERTS: read at every Node start, ~45 ms here, and no part of the product.

@@ -2,8 +2,10 @@
 # Debian packages the build and the tests use. Idempotent; needs root (CI runs as root).
 # chromium: the browser the backup viewer's test drives (playwright-core with
 # executablePath /usr/bin/chromium; Playwright's own browser downloads are never used).
+# bubblewrap, socat, ripgrep: what @anthropic-ai/sandbox-runtime (srt), the peer in
+# `npm run bench`, needs.
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox chromium)
+packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -1,0 +1,115 @@
+import type { RunnerResult, WorkloadResult } from './compare.js';
+import type { BackupRow, MicroRow } from './micro.js';
+import { RUNNER_LABELS } from './runners.js';
+import { formatMicros, formatNumber, formatRatio, markdownTable } from './table.js';
+import type { Target } from './workloads.js';
+
+export interface BenchReport {
+  date: string;
+  environment: Record<string, string>;
+  options: Record<string, unknown>;
+  workloads: WorkloadResult[];
+  micro: MicroRow[];
+  backup: BackupRow[];
+  /** Parts that could not run, with the reason. */
+  notes: string[];
+  elapsedS: number;
+}
+
+/** Milliseconds: two decimals below 10, one below 100, whole numbers above. */
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '–';
+  return formatNumber(ms, ms < 10 ? 2 : ms < 100 ? 1 : 0);
+}
+
+export function describeTarget(target: Target | undefined): string {
+  if (!target) return '–';
+  return target.kind === 'ratio' ? `≤ ${target.max}×` : `≤ +${target.max} ms`;
+}
+
+const mark = (met: boolean | undefined) => (met === undefined ? '–' : met ? '✓' : '✗');
+
+/** What a run involved besides time: broker requests and backups, or srt's wrap. */
+function perRun(result: RunnerResult): string {
+  if (result.requests !== undefined) return `${formatNumber(result.requests)} req, ${formatNumber(result.backups ?? 0)} backups`;
+  if (result.wrapMs !== undefined) return `wrap ${formatMs(result.wrapMs)} ms`;
+  return '–';
+}
+
+interface Row {
+  workload: WorkloadResult;
+  result: RunnerResult;
+}
+
+function workloadTable(workloads: readonly WorkloadResult[]): string {
+  const rows: Row[] = workloads.flatMap((workload) => workload.runners.map((result) => ({ workload, result })));
+  const failed = (r: Row) => r.result.error !== undefined;
+  return markdownTable<Row>(
+    [
+      { header: 'workload', value: (r) => r.workload.label },
+      { header: 'runner', value: (r) => RUNNER_LABELS[r.result.runner] },
+      { header: 'runs', align: 'right', value: (r) => String(r.result.runsMs.length) },
+      { header: 'min ms', align: 'right', value: (r) => formatMs(r.result.minMs) },
+      { header: 'median ms', align: 'right', value: (r) => (failed(r) ? '–' : `**${formatMs(r.result.medianMs)}**`) },
+      { header: 'max ms', align: 'right', value: (r) => formatMs(r.result.maxMs) },
+      { header: '× native', align: 'right', value: (r) => (r.result.runner === 'native' && !failed(r) ? '1.00×' : r.result.ratio === undefined ? '–' : formatRatio(r.result.ratio)) },
+      { header: 'extra ms', align: 'right', value: (r) => (r.result.extraMs === undefined ? '–' : formatMs(r.result.extraMs)) },
+      { header: 'per run', align: 'right', value: (r) => perRun(r.result) },
+      { header: 'target', value: (r) => (r.result.runner === 'native' ? '–' : describeTarget(r.workload.target)) },
+      {
+        header: 'met',
+        value: (r) => {
+          if (r.result.error !== undefined) return `✗ **failed**: ${r.result.error}`;
+          return r.result.runner === 'native' ? '–' : mark(r.result.met);
+        },
+      },
+    ],
+    rows,
+  );
+}
+
+function microTable(rows: readonly MicroRow[]): string {
+  return markdownTable<MicroRow>(
+    [
+      { header: 'benchmark', value: (r) => r.label },
+      { header: 'n', align: 'right', value: (r) => formatNumber(r.n) },
+      { header: 'p50 µs', align: 'right', value: (r) => formatMicros(r.p50Us) },
+      { header: 'p99 µs', align: 'right', value: (r) => formatMicros(r.p99Us) },
+      { header: 'mean µs', align: 'right', value: (r) => formatMicros(r.meanUs) },
+      { header: 'req/s', align: 'right', value: (r) => formatNumber(r.reqPerSec) },
+      { header: 'target', value: (r) => (r.maxP50Us === undefined ? '–' : `p50 ≤ ${r.maxP50Us} µs`) },
+      { header: 'met', value: (r) => (r.maxP50Us === undefined ? '–' : mark(r.p50Us <= r.maxP50Us)) },
+    ],
+    rows,
+  );
+}
+
+function backupTable(rows: readonly BackupRow[]): string {
+  return markdownTable<BackupRow>(
+    [
+      { header: 'backup', value: (r) => (r.mode === 'copy' ? 'copy (reflink off)' : 'reflink (FICLONE)') },
+      { header: 'files × size', align: 'right', value: (r) => (r.files === undefined ? '–' : `${r.files} × ${r.fileMiB} MiB`) },
+      { header: 'ms / MiB (median)', align: 'right', value: (r) => (r.unavailable ?? (r.msPerMiB === undefined ? '–' : formatMs(r.msPerMiB))) },
+      { header: 'MiB/s', align: 'right', value: (r) => (r.mibPerSec === undefined ? (r.unavailable ? 'n/a' : '–') : formatNumber(r.mibPerSec, 0)) },
+    ],
+    rows,
+  );
+}
+
+/** The whole report as markdown: environment, the side-by-side table, the microbenchmarks. */
+export function renderBenchReport(report: BenchReport): string {
+  const env = report.environment;
+  const parts = [
+    `## npm run bench — ${report.date.slice(0, 16).replace('T', ' ')} UTC`,
+    [
+      `Node ${env.node}, ${env.cpus} × ${env.cpu}, Linux ${env.kernel}, ${env.fs} temp dir (${env.reflink}); product ${env.revision}.`,
+      `Load: other processes used ${env.otherLoad} of the machine's CPU time during the run (load average ${env.loadavg}). Run time ${formatNumber(report.elapsedS, 0)} s.`,
+      `Runs per runner: ${String(report.options.runs)} (read), ${String(report.options.heavyRuns)} (sed/create/git/tar), ${String(report.options.startupRuns)} (startup, library), ${String(report.options.cliRuns)} (startup, CLI), after ${String(report.options.warmup)} warm-up run(s); scale ${String(report.options.scale)}. Times are wall-clock, min / median / max; × native and extra compare medians.`,
+    ].join('\n'),
+  ];
+  if (report.workloads.length > 0) parts.push('### Workloads', workloadTable(report.workloads));
+  if (report.micro.length > 0) parts.push('### Broker microbenchmarks', microTable(report.micro));
+  if (report.backup.length > 0) parts.push('### Backup cost per MiB', backupTable(report.backup));
+  if (report.notes.length > 0) parts.push('### Notes', report.notes.map((note) => `- ${note}`).join('\n'));
+  return `${parts.join('\n\n')}\n`;
+}
