@@ -4,7 +4,7 @@
  * whether the cost of a backup grows with the number of files already in the turn.
  *
  *   node --import tsx bench/backup-store.ts [--sizes 100,1000,5000] [--file-bytes 4096]
- *     [--slices 10] [--label TEXT] [--json FILE]
+ *     [--slices 10] [--durability each|turn] [--label TEXT] [--json FILE]
  *
  * Each size is its own fresh store and turn in `os.tmpdir()` (removed afterwards). The
  * store runs from `src/` (through tsx), so the numbers are those of the working tree.
@@ -21,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { SessionBackupStore } from '../src/backup/session-store.js';
+import { durabilitySchema, type Durability } from '../src/backup/settings.js';
 import { benchTempDir } from './lib/serve.js';
 import { p50ByBucket, summarizeNs, type LatencySummary } from './lib/stats.js';
 import { formatMicros, formatNumber, markdownTable } from './lib/table.js';
@@ -30,6 +31,8 @@ export interface BackupStoreBenchOptions {
   fileBytes: number;
   slices: number;
   label: string;
+  /** The store's durability (backup/settings.ts): fsyncs per backup ('each') or at the commit ('turn'). */
+  durability: Durability;
 }
 
 export interface SizeResult {
@@ -91,7 +94,7 @@ async function runSize(files: number, options: BackupStoreBenchOptions, counters
   const base = benchTempDir('bsh-bench-store-');
   try {
     const paths = makeFiles(path.join(base, 'work'), files, options.fileBytes);
-    const store = await SessionBackupStore.open({ home: path.join(base, 'home'), sessionId: 'bench' });
+    const store = await SessionBackupStore.open({ home: path.join(base, 'home'), sessionId: 'bench', durability: options.durability });
     const turnId = '20260101-000000-bench0';
     await store.beginTurn(turnId);
     const samples = new Float64Array(files);
@@ -146,7 +149,7 @@ export function renderBackupStoreReport(options: BackupStoreBenchOptions, result
   const lines = [
     `## backup-store: ${options.label}`,
     '',
-    `Node ${process.version}, ${os.cpus().length} × ${cpu}, ${os.platform()} ${os.release()}; files of ${formatNumber(options.fileBytes)} B, temp dir ${os.tmpdir()}.`,
+    `Node ${process.version}, ${os.cpus().length} × ${cpu}, ${os.platform()} ${os.release()}; files of ${formatNumber(options.fileBytes)} B, temp dir ${os.tmpdir()}, durability '${options.durability}'.`,
     '',
     markdownTable<SizeResult>(
       [
@@ -188,12 +191,13 @@ export function parseBackupStoreOptions(argv: string[], env: NodeJS.ProcessEnv =
       'file-bytes': { type: 'string' },
       slices: { type: 'string' },
       label: { type: 'string' },
+      durability: { type: 'string' },
       json: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
   if (values.help) {
-    process.stdout.write('node --import tsx bench/backup-store.ts [--sizes 100,1000,5000] [--file-bytes 4096] [--slices 10] [--label TEXT] [--json FILE]\n');
+    process.stdout.write('node --import tsx bench/backup-store.ts [--sizes 100,1000,5000] [--file-bytes 4096] [--slices 10] [--durability each|turn] [--label TEXT] [--json FILE]\n');
     process.exit(0);
   }
   const positive = (text: string, what: string) => {
@@ -207,6 +211,7 @@ export function parseBackupStoreOptions(argv: string[], env: NodeJS.ProcessEnv =
     fileBytes: positive(values['file-bytes'] ?? env.BENCH_FILE_BYTES ?? '4096', '--file-bytes'),
     slices: positive(values.slices ?? env.BENCH_SLICES ?? '10', '--slices'),
     label: values.label ?? env.BENCH_LABEL ?? 'working tree',
+    durability: durabilitySchema.parse(values.durability ?? env.BENCH_DURABILITY ?? 'each'),
   };
   if (values.json !== undefined) options.json = values.json;
   return options;

@@ -16,7 +16,7 @@ export interface SessionConfig {
   };
   /** Writable besides the workspace (relative ones are taken from the workspace). */
   writableRoots: string[];
-  fileBackup: { enabled: boolean; maxSizeMB: number; oversize: 'deny' | 'skip' };
+  fileBackup: { enabled: boolean; maxSizeMB: number; oversize: 'deny' | 'skip'; durability: 'each' | 'turn' };
   fileSafety: { rules: FileSafetyRule[]; outsideRoots: 'deny' | 'prompt' };
 }
 
@@ -33,7 +33,7 @@ export function defaultSessionConfig(): SessionConfig {
   return {
     sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
     writableRoots: [],
-    fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny' },
+    fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
     fileSafety: { rules: [], outsideRoots: 'deny' },
   };
 }

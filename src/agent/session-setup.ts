@@ -94,7 +94,12 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
           outsideRoots: config.fileSafety.outsideRoots,
           protectedPaths: socketDir ? [socketDir] : [],
           ...(options.userHome ? { userHome: options.userHome } : {}),
-          backup: { enabled: config.fileBackup.enabled, fileBackupMaxSizeMB: config.fileBackup.maxSizeMB, oversize: config.fileBackup.oversize },
+          backup: {
+            enabled: config.fileBackup.enabled,
+            fileBackupMaxSizeMB: config.fileBackup.maxSizeMB,
+            oversize: config.fileBackup.oversize,
+            durability: config.fileBackup.durability,
+          },
         }),
         ...(options.plugins ?? []),
       ],

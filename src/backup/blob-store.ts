@@ -4,17 +4,22 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { blobRelativePath, sha256Schema, type StoreLayout } from './layout.js';
+import { SourceTooLarge, pump, streamCopy } from './blob-copy.js';
 import {
-  CHUNK_SIZE,
   errorCode,
+  fdatasyncFile,
+  fdatasyncIfPresent,
   fsyncDir,
   fsyncFile,
   hashHandle,
+  inBatches,
   mkdirPrivate,
   openForSnapshot,
   removeQuietly,
   tempName,
 } from './fs-util.js';
+
+export { SourceTooLarge };
 
 /** Test seam: runs on the finished temp copy before it is verified and named. */
 export interface BlobFaults {
@@ -39,8 +44,17 @@ export interface StoredBlob {
 /** The source changed while we copied it; the caller retries. */
 class SourceChanged extends Error {}
 
-/** The source grew past the cap while we copied it. */
-export class SourceTooLarge extends Error {}
+
+export interface SnapshotOptions {
+  /**
+   * true (default): the blob is durable when this returns. false: it is written, verified
+   * and named, but left for `syncPending` (durability 'turn', see settings.ts).
+   */
+  sync?: boolean;
+}
+
+/** Blobs synced at once by `syncPending`. */
+const SYNC_CONCURRENCY = 16;
 
 /** How many times a file that keeps changing under us is copied before we give up. */
 const COPY_ATTEMPTS = 3;
@@ -50,13 +64,17 @@ const unchanged = (a: BigIntStats, b: BigIntStats) =>
   sameIdentity(a, b) && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
 /**
- * Content-addressed storage. A blob gets its final name only once it is complete,
- * fsynced and its hash checked, so every file under `blobs/` matches its name.
+ * Content-addressed storage. A blob gets its final name only once it is complete and its
+ * hash checked (and fsynced, unless left for `syncPending`), so a kill at any moment
+ * leaves under `blobs/` only files that match their name. After a power cut an unsynced
+ * one may not: every reader verifies the hash, so such a blob is never trusted.
  */
 export class BlobStore {
   readonly #layout: StoreLayout;
   readonly #faults: BlobFaults | undefined;
   #reflink: boolean;
+  /** Blobs written or reused without a sync since the last `syncPending` (durability 'turn'). */
+  readonly #unsynced = new Set<string>();
 
   constructor(layout: StoreLayout, options: BlobStoreOptions = {}) {
     this.#layout = layout;
@@ -73,13 +91,14 @@ export class BlobStore {
    * SourceTooLarge when it grew past `maxBytes`, BACKUP_FAILED when it kept changing
    * or anything else went wrong.
    */
-  async snapshot(file: string, seen: BigIntStats, maxBytes: number): Promise<StoredBlob> {
+  async snapshot(file: string, seen: BigIntStats, maxBytes: number, options: SnapshotOptions = {}): Promise<StoredBlob> {
+    const sync = options.sync !== false;
     let lastChange: unknown;
     for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
       const tmp = path.join(this.#layout.tmp, tempName('b-'));
       try {
         const { sha256, size, stats } = await this.#copyToTemp(file, seen, tmp, maxBytes);
-        return { ...(await this.#commitTemp(tmp, sha256, size)), stats };
+        return { ...(await this.#commitTemp(tmp, sha256, size, sync)), stats };
       } catch (error) {
         await removeQuietly(tmp);
         if (error instanceof SourceTooLarge) throw error;
@@ -153,22 +172,78 @@ export class BlobStore {
 
   /**
    * Give a verified temp file its final name (fsync it, rename, fsync the directory), or
-   * reuse an intact blob that already has it: then the temp is dropped unsynced, and a
-   * deduplicated backup costs no fsync here at all.
+   * reuse an intact blob that already has it (see #reusable): then the temp is dropped
+   * unsynced. A damaged or vanished blob of that name is replaced by the verified temp.
    */
-  async #commitTemp(tmp: string, sha256: string, size: number): Promise<Omit<StoredBlob, 'stats'>> {
+  async #commitTemp(tmp: string, sha256: string, size: number, sync: boolean): Promise<Omit<StoredBlob, 'stats'>> {
     const relative = blobRelativePath(sha256);
     const final = path.join(this.#layout.root, relative);
-    if (await this.#isIntact(final, sha256)) {
+    if (await this.#reusable(final, sha256, sync)) {
       await removeQuietly(tmp);
+      if (!sync) this.#unsynced.add(final);
     } else {
-      await fsyncFile(tmp);
-      await mkdirPrivate(path.dirname(final));
+      if (sync) await fsyncFile(tmp);
+      // Unsynced, a new fan-out directory is made durable with the blob (syncPending syncs blobs/).
+      if (sync) await mkdirPrivate(path.dirname(final));
+      else await fs.mkdir(path.dirname(final), { recursive: true, mode: 0o700 });
       // Replaces a damaged blob of the same name too: the new one is verified.
       await fs.rename(tmp, final);
-      await fsyncDir(path.dirname(final));
+      if (sync) await fsyncDir(path.dirname(final));
+      else this.#unsynced.add(final);
     }
     return { sha256, size, blob: relative };
+  }
+
+  /**
+   * Make every blob snapshotted with `sync: false` so far durable: fdatasync each, then
+   * fsync their directories (the renames) and `blobs/` (new fan-out directories). A turn's commit calls this before it writes
+   * its manifest. On failure the blobs stay pending, and the commit fails.
+   */
+  async syncPending(): Promise<number> {
+    const files = [...this.#unsynced];
+    if (files.length === 0) return 0;
+    for (const file of files) this.#unsynced.delete(file);
+    try {
+      const dirs = [...new Set(files.map((file) => path.dirname(file))), this.#layout.blobs];
+      // A blob gone meanwhile has nothing left to sync; a restore that needs it says so (as under 'each').
+      await inBatches(files, SYNC_CONCURRENCY, fdatasyncIfPresent);
+      await inBatches(dirs, SYNC_CONCURRENCY, fsyncDir);
+    } catch (error) {
+      for (const file of files) this.#unsynced.add(file);
+      throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot make ${files.length} backups durable: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+        errno: errorCode(error),
+      });
+    }
+    return files.length;
+  }
+
+  /** Blobs waiting for `syncPending`. */
+  get pendingSyncs(): number {
+    return this.#unsynced.size;
+  }
+
+  /**
+   * Whether the blob at `final` can serve this backup: present, touched, intact, and (when
+   * `sync`) durable. The touch comes first: GC (gc.ts) spares every blob younger than its
+   * grace period, and a reused blob is named by no journal line until after this backup
+   * returns. It goes by name, so it either lands on the blob before GC can move it (the
+   * move keeps the fresh mtime, and GC's decisive look puts it back) or finds the name gone
+   * (false: the blob is written anew). The blob may have been written unsynced (durability
+   * 'turn', maybe by another process): the fdatasync of one already on disk waits for
+   * nothing (the touch changed only its times).
+   */
+  async #reusable(final: string, sha256: string, sync: boolean): Promise<boolean> {
+    const now = new Date();
+    try {
+      await fs.lutimes(final, now, now);
+      if (!(await this.#isIntact(final, sha256))) return false;
+      if (sync) await fdatasyncFile(final);
+      return true;
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return false;
+      throw error;
+    }
   }
 
   async #isIntact(final: string, sha256: string): Promise<boolean> {
@@ -244,36 +319,4 @@ function asBackupFailure(error: unknown, file: string): BrokerError {
   if (error instanceof BrokerError) return error;
   const text = error instanceof Error ? error.message : String(error);
   return new BrokerError(ErrorCodes.BACKUP_FAILED, `backup of ${file} failed: ${text}`, { cause: error, errno: errorCode(error) });
-}
-
-/** Copy `source` (from offset 0) into a new temp file, hashing what was read. */
-async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: number): Promise<string> {
-  const target = await fs.open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
-  try {
-    const hash = createHash('sha256');
-    await pump(source, target, (chunk) => hash.update(chunk), maxBytes);
-    return hash.digest('hex'); // synced only if it is kept (see #commitTemp)
-  } finally {
-    await target.close();
-  }
-}
-
-/** read → write until EOF; full writes only; throws SourceTooLarge past `limit` bytes. */
-async function pump(source: fs.FileHandle, target: fs.FileHandle, onChunk: (chunk: Buffer) => void, limit: number): Promise<number> {
-  const buffer = Buffer.allocUnsafe(CHUNK_SIZE);
-  let position = 0;
-  for (;;) {
-    const { bytesRead } = await source.read(buffer, 0, buffer.length, position);
-    if (bytesRead === 0) return position;
-    position += bytesRead;
-    if (position > limit) throw new SourceTooLarge(`more than ${limit} bytes`);
-    const chunk = buffer.subarray(0, bytesRead);
-    onChunk(chunk);
-    let written = 0;
-    while (written < bytesRead) {
-      const { bytesWritten } = await target.write(chunk, written, bytesRead - written);
-      if (bytesWritten <= 0) throw new Error('short write');
-      written += bytesWritten;
-    }
-  }
 }

@@ -31,6 +31,34 @@ export async function fsyncFile(file: string): Promise<void> {
   }
 }
 
+/** Make a file's data (and the metadata needed to read it: size, blocks) durable, not its times. */
+export async function fdatasyncFile(file: string): Promise<void> {
+  const handle = await fs.open(file, C.O_RDONLY | C.O_NOFOLLOW);
+  try {
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** fdatasyncFile, and nothing when the file is gone. */
+export async function fdatasyncIfPresent(file: string): Promise<void> {
+  try {
+    await fdatasyncFile(file);
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw error;
+  }
+}
+
+/** `fn` over `items`, at most `limit` calls in flight. */
+export async function inBatches<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 /** mkdir -p with 0700, and durable: the parent of each directory made is fsynced. */
 export async function mkdirPrivate(dir: string): Promise<void> {
   const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 });

@@ -37,13 +37,11 @@ import { SessionBackupStore } from './session-store.js';
  *      candidate now named (a journal line that landed meanwhile), or now young, is
  *      linked back (never over a blob written meanwhile), the rest is removed.
  *
- * The one race these leave: a deduplicated backup that REUSES an existing old blob does
- * not write it, so its mtime stays old. If it checked the blob before GC moved it and
- * appends its journal line only after GC's second read, the blob goes. It closes once
- * `BlobStore` refreshes the mtime of a blob it reuses before checking it (a missing one
- * is then written anew): guard 1 covers it from there on, which the `beforeQuarantine`
- * seam tests. Until then the window is the few milliseconds between GC's moves and its
- * second read, and only for blobs no kept turn names.
+ * A deduplicated backup that REUSES an old blob does not write it, so by itself its mtime
+ * would stay old and GC could take it between the backup's check and its journal line.
+ * `BlobStore` therefore refreshes the mtime of a blob it reuses before checking it (a
+ * missing or damaged one is written anew), which puts it under guard 1; the
+ * `beforeQuarantine` seam tests that order (test/faults/blob-reuse-gc.test.ts).
  */
 
 /** A blob younger than this (by mtime, when GC starts) is kept even if nothing names it yet. */

@@ -53,15 +53,18 @@ export {
 } from './session-store.js';
 export {
   DEFAULT_BACKUP_SETTINGS,
+  DEFAULT_DURABILITY,
   FILE_BACKUP_MAX_SIZE_MB,
   backupSettingsInputSchema,
   backupSettingsSchema,
+  durabilitySchema,
   maxBytesOf,
   normaliseBackupSettings,
   normaliseMaxSizeMB,
   oversizePolicySchema,
   type BackupSettings,
   type BackupSettingsInput,
+  type Durability,
   type OversizePolicy,
 } from './settings.js';
 export {

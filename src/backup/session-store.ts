@@ -25,10 +25,13 @@ import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MetadataOps, typ
 import { restoreTurn, rewindTurns, type RestoreContext, type RestoreOptions, type RestoreReport, type RewindReport } from './restore.js';
 import {
   DEFAULT_BACKUP_SETTINGS,
+  DEFAULT_DURABILITY,
   FILE_BACKUP_MAX_SIZE_MB,
+  durabilitySchema,
   maxBytesOf,
   normaliseBackupSettings,
   type BackupSettings,
+  type Durability,
   type OversizePolicy,
 } from './settings.js';
 
@@ -44,6 +47,8 @@ export interface OpenStoreOptions {
   clock?: () => Date;
   /** Try reflink copies first (default true). */
   reflink?: boolean;
+  /** When backups become durable: before each is acknowledged, or at the turn's commit (see settings.ts). Default 'each'. */
+  durability?: Durability;
   /** Test seam for blob writes. */
   faults?: BlobFaults;
 }
@@ -78,6 +83,11 @@ interface Accept {
   content: Limits | false;
   /** false: a content entry is not synced on its own (the caller syncs the journal before it changes anything). */
   contentSync?: boolean;
+  /**
+   * true: what must be on disk before the change is fsynced. false (durability 'turn'):
+   * it is written now (the page cache outlives a killed process) and the commit syncs it.
+   */
+  durable: boolean;
 }
 
 /**
@@ -141,6 +151,7 @@ export class SessionBackupStore {
   readonly root: string;
   readonly layout: StoreLayout;
   readonly blobs: BlobStore;
+  readonly durability: Durability;
   readonly #log: Logger;
   readonly #clock: () => Date;
   readonly #xattrs: XattrAccess | undefined;
@@ -156,6 +167,7 @@ export class SessionBackupStore {
     this.root = root;
     this.layout = storeLayout(root);
     this.blobs = new BlobStore(this.layout, { reflink: options.reflink ?? true, faults: options.faults });
+    this.durability = options.durability ?? DEFAULT_DURABILITY;
     this.#log = (options.logger ?? silentLogger()).child({ sessionId: options.sessionId });
     this.#clock = options.clock ?? (() => new Date());
     this.#xattrs = options.metadata?.xattrs;
@@ -166,6 +178,9 @@ export class SessionBackupStore {
   /** Open (creating, 0700) the store of one session. */
   static async open(options: OpenStoreOptions): Promise<SessionBackupStore> {
     const sessionId = validateSessionId(options.sessionId);
+    if (options.durability !== undefined && !durabilitySchema.safeParse(options.durability).success) {
+      throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `backup durability must be 'each' or 'turn', got ${JSON.stringify(options.durability)}`);
+    }
     if (!path.isAbsolute(options.home)) {
       throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `backup home must be an absolute path, got ${JSON.stringify(options.home)}`);
     }
@@ -201,6 +216,11 @@ export class SessionBackupStore {
 
   get enabled(): boolean {
     return this.#settings.enabled;
+  }
+
+  /** Whether the request path fsyncs each backup before acknowledging it. */
+  get #durable(): boolean {
+    return this.durability === 'each';
   }
 
   /** The size cap in bytes. */
@@ -248,7 +268,7 @@ export class SessionBackupStore {
   }
 
   async #backupWith(file: string, options: BackupOptions, limits: Limits): Promise<BackupEntry | undefined> {
-    const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits });
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits, durable: this.#durable });
     return entry && !isStructureEntry(entry) ? entry : undefined;
   }
 
@@ -263,7 +283,7 @@ export class SessionBackupStore {
   async recordCreated(file: string, options: BackupOptions): Promise<TurnEntry | undefined> {
     if (!this.enabled) return undefined;
     const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
-    return this.#recordOnce(file, options, { absent: true, directory: { sync: true }, content: limits });
+    return this.#recordOnce(file, options, { absent: true, directory: { sync: true }, content: limits, durable: this.#durable });
   }
 
   /**
@@ -275,7 +295,7 @@ export class SessionBackupStore {
    */
   async recordDirectory(file: string, options: BackupOptions & { sync?: boolean }): Promise<DirectoryEntry | undefined> {
     if (!this.enabled) return undefined;
-    const entry = await this.#recordOnce(file, options, { absent: false, directory: { sync: options.sync !== false }, content: false });
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: { sync: options.sync !== false }, content: false, durable: this.#durable });
     return entry?.kind === 'directory' ? entry : undefined;
   }
 
@@ -291,7 +311,7 @@ export class SessionBackupStore {
       if (recorded) {
         // A directory first recorded for its times (no sync) and now about to be deleted or
         // changed: its record must be durable before the change, like a new one would be.
-        if (recorded.kind === 'directory' && accept.directory && accept.directory.sync && turn.unsynced) await this.#syncJournal(turnId);
+        if (recorded.kind === 'directory' && accept.directory && accept.directory.sync && turn.unsynced) await this.#syncJournal(turnId, accept.durable);
         return undefined;
       }
       const inflight = this.#pending.get(key);
@@ -328,7 +348,7 @@ export class SessionBackupStore {
     if (stats.isDirectory()) {
       if (!accept.directory) return undefined;
       const directory = buildDirectoryEntry(base, stats, this.#readXattrs(file), this.#clock().toISOString());
-      await this.#append(turnId, directory, { sync: accept.directory.sync });
+      await this.#append(turnId, directory, { sync: accept.directory.sync, durable: accept.durable });
       this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: 'directory' } }, 'recorded directory');
       return directory;
     }
@@ -344,7 +364,7 @@ export class SessionBackupStore {
       entry = this.#oversize(base, stats, limits);
     } else {
       try {
-        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes);
+        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable });
         const xattrs = this.#readXattrs(file);
         entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
       } catch (error) {
@@ -355,7 +375,7 @@ export class SessionBackupStore {
         entry = this.#oversize(base, grown, limits);
       }
     }
-    await this.#append(turnId, entry, { sync: accept.contentSync !== false });
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
   }
@@ -394,8 +414,12 @@ export class SessionBackupStore {
    * when DEFERRED_LINES have gathered, or DEFERRED_MS later. A crash before that loses only
    * such entries: a rewind then leaves a created file behind or a directory's times as
    * they are. The commit writes the manifest from memory, so a committed turn has them all.
+   *
+   * With `durable: false` (durability 'turn') a `sync` entry's line is written at once but
+   * not fdatasync'd: the page cache keeps it through a kill of this process, and the
+   * commit's manifest makes it durable.
    */
-  async #append(turnId: string, entry: TurnEntry, options: { sync: boolean } = { sync: true }): Promise<void> {
+  async #append(turnId: string, entry: TurnEntry, options: { sync: boolean; durable?: boolean } = { sync: true }): Promise<void> {
     const line = encodeEntryLine(entry);
     await this.#exclusively(async () => {
       const turn = await this.#turnFor(turnId);
@@ -410,7 +434,7 @@ export class SessionBackupStore {
         else this.#flushLater(turnId, turn);
         return;
       }
-      await this.#writeLines(turnId, turn, line, options.sync);
+      await this.#writeLines(turnId, turn, line, options.durable !== false);
       this.#remember(turn, entry);
     });
   }
@@ -467,12 +491,15 @@ export class SessionBackupStore {
     turn.flushTimer.unref();
   }
 
-  /** Write and fdatasync the journal of an open turn, making every entry recorded so far durable. */
-  async #syncJournal(turnId: string): Promise<void> {
+  /**
+   * Write and fdatasync the journal of an open turn, making every entry recorded so far
+   * durable; with `durable` false (durability 'turn') only write the deferred lines.
+   */
+  async #syncJournal(turnId: string, durable = true): Promise<void> {
     await this.#exclusively(async () => {
       const turn = await this.#turnFor(turnId);
-      if (!turn.unsynced) return;
-      await this.#writeLines(turnId, turn, '', true);
+      if (!turn.unsynced || (!durable && turn.deferred.length === 0)) return;
+      await this.#writeLines(turnId, turn, '', durable);
     });
   }
 
@@ -502,6 +529,8 @@ export class SessionBackupStore {
       const committed: TurnManifest = { ...manifest, files, message, committedAt: this.#clock().toISOString() };
       if (structure.length > 0) committed.structure = structure;
       try {
+        // Blobs left unsynced (durability 'turn') are durable before the manifest naming them is.
+        await this.blobs.syncPending();
         await writeManifest(this.layout, committed);
       } catch (error) {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot write the manifest of turn ${id}: ${messageOf(error)}`, {
@@ -569,7 +598,7 @@ export class SessionBackupStore {
     }
   }
 
-  /** Rescues ignore the enabled switch and the session's cap: a restore always keeps what it replaces. */
+  /** Rescues ignore the enabled switch, the session's cap and its durability: a restore always keeps what it replaces, on disk. */
   #restoreContext(): RestoreContext {
     const as = (turnId: string) => ({ turnId, operation: 'restore' });
     return {
@@ -579,9 +608,9 @@ export class SessionBackupStore {
       xattrs: this.#xattrs,
       setTimesNs: this.#setTimesNs,
       beginTurn: (turnId, begin) => this.beginTurn(turnId, begin),
-      rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false }),
-      rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS }),
-      rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false }),
+      rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false, durable: true }),
+      rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS, durable: true }),
+      rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false, durable: true }),
       syncRescue: (turnId) => this.#syncJournal(turnId),
       commitTurn: (turnId, message) => this.commitTurn(turnId, message),
     };

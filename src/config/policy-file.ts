@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
-import { normaliseMaxSizeMB } from '../backup/settings.js';
+import { durabilitySchema, normaliseMaxSizeMB } from '../backup/settings.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
 import type { BrokeredShellConfig } from './schema.js';
 
@@ -21,6 +21,7 @@ export const policyFileSchema = z.strictObject({
       enabled: z.boolean().optional(),
       fileBackupMaxSizeMB: z.number().optional(),
       oversize: z.enum(['deny', 'skip']).optional(),
+      durability: durabilitySchema.optional(),
     })
     .optional(),
 });
@@ -60,6 +61,7 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
  *   backup.enabled             → fileBackup.enabled
  *   backup.fileBackupMaxSizeMB → fileBackup.maxSizeMB (clamped to the store's bounds)
  *   backup.oversize            → fileBackup.oversize
+ *   backup.durability          → fileBackup.durability
  */
 export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile): BrokeredShellConfig {
   const backup = policy.backup ?? {};
@@ -70,6 +72,7 @@ export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile)
       enabled: backup.enabled ?? config.fileBackup.enabled,
       maxSizeMB: backup.fileBackupMaxSizeMB === undefined ? config.fileBackup.maxSizeMB : normaliseMaxSizeMB(backup.fileBackupMaxSizeMB),
       oversize: backup.oversize ?? config.fileBackup.oversize,
+      durability: backup.durability ?? config.fileBackup.durability,
     },
     fileSafety: {
       rules: [...config.fileSafety.rules, ...policy.rules],

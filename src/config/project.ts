@@ -62,6 +62,7 @@ export const projectConfigSchema = z
         enabled: onlyTrue('a repository may not turn backups off (it may turn them on)').optional(),
         maxSizeMB: refused("the backup size cap is the user's disk budget (maxSizeMB belongs in the home config)"),
         oversize: onlyStricter('deny', ['skip'], 'would let files over the size cap change without a backup; a project may only choose "deny"').optional(),
+        durability: onlyStricter('each', ['turn'], 'would let a power cut lose backups of changes it kept; a project may only choose "each"').optional(),
       })
       .optional(),
     fileSafety: z
@@ -173,6 +174,7 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
       ...home.fileBackup,
       enabled: home.fileBackup.enabled || project.fileBackup?.enabled === true,
       oversize: project.fileBackup?.oversize ?? home.fileBackup.oversize,
+      durability: project.fileBackup?.durability ?? home.fileBackup.durability,
     },
     fileSafety: {
       rules: [...home.fileSafety.rules, ...projectRules],

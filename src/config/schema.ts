@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FILE_BACKUP_MAX_SIZE_MB, oversizePolicySchema } from '../backup/settings.js';
+import { DEFAULT_DURABILITY, FILE_BACKUP_MAX_SIZE_MB, durabilitySchema, oversizePolicySchema } from '../backup/settings.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
 
 /**
@@ -50,6 +50,9 @@ export const fileBackupConfigSchema = z.strictObject({
     .default(FILE_BACKUP_MAX_SIZE_MB.default)
     .describe('Largest file backed up, in megabytes'),
   oversize: oversizePolicySchema.default('deny').describe('A change to a file over the cap: refused (deny) or made without a content backup (skip)'),
+  durability: durabilitySchema
+    .default(DEFAULT_DURABILITY)
+    .describe('When backups reach the disk: each one before its change (each), or all at the turn\'s commit (turn: faster; a kill loses nothing, a power cut during a turn may)'),
 });
 
 export const fileSafetyConfigSchema = z.strictObject({

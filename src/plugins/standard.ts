@@ -22,7 +22,7 @@ export interface StandardPluginsOptions {
   protectedPaths?: string[];
   /** The user's home, for `~` in rules and shell startup files (default: the OS's). */
   userHome?: string;
-  backup?: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip' };
+  backup?: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip'; durability?: 'each' | 'turn' };
   deleteMode?: 'trash' | 'unlink';
   /** Environment used to locate the home trash (XDG_DATA_HOME, HOME). */
   trashEnv?: Record<string, string>;

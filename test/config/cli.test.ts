@@ -27,7 +27,7 @@ describe('brokered-shell config', () => {
     expect(JSON.parse(result.stdout)).toEqual({
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
       writableRoots: ['/opt/cache'],
-      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny' },
+      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
     });
     expect(result.stderr).toContain(path.join(home, 'config.json'));

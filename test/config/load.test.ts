@@ -85,7 +85,7 @@ describe('loading', () => {
     expect(config).toEqual<BrokeredShellConfig>({
       sandbox: { enabled: true, excludedCommands: ['docker'], runtime: 'seccomp' },
       writableRoots: ['/opt/cache'],
-      fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny' },
+      fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny', durability: 'each' },
       fileSafety: {
         rules: [
           { pattern: '~/.cache/**', decision: 'grant-token', access: ['write'] },
@@ -96,6 +96,13 @@ describe('loading', () => {
         outsideRoots: 'deny',
       },
     });
+  });
+
+  it('takes per-backup durability from a project over the home\'s "turn"', async () => {
+    writeHome({ fileBackup: { durability: 'turn' } });
+    expect((await load()).config.fileBackup.durability).toBe('turn');
+    writeProject({ fileBackup: { durability: 'each' } });
+    expect((await load()).config.fileBackup.durability).toBe('each');
   });
 
   it('leaves the home values when the project says nothing about them', async () => {
@@ -141,6 +148,7 @@ describe('the project file only narrows', () => {
     ['prompting outside the roots', { fileSafety: { outsideRoots: 'prompt' } }, 'fileSafety.outsideRoots', /"prompt" would turn denials/],
     ['turning backups off', { fileBackup: { enabled: false } }, 'fileBackup.enabled', /may not turn backups off/],
     ['skipping oversize backups', { fileBackup: { oversize: 'skip' } }, 'fileBackup.oversize', /"skip" would let files over the size cap change/],
+    ['syncing backups only at commit', { fileBackup: { durability: 'turn' } }, 'fileBackup.durability', /"turn" would let a power cut lose backups/],
     ['the size cap', { fileBackup: { maxSizeMB: 1 } }, 'fileBackup.maxSizeMB', /disk budget/],
     ['a prompt rule outside the workspace', { fileSafety: { rules: [{ pattern: '/etc/passwd', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /outside the workspace/],
     ['a prompt rule under ~', { fileSafety: { rules: [{ pattern: '~/.ssh/authorized_keys', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /only name paths inside the workspace/],

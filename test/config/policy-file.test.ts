@@ -26,7 +26,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
   expect(applyPolicyFile(config, policy)).toEqual({
     sandbox: config.sandbox,
     writableRoots: ['/srv/cache', '/w/ws/build', '/opt/out'],
-    fileBackup: { enabled: false, maxSizeMB: 1024, oversize: 'skip' },
+    fileBackup: { enabled: false, maxSizeMB: 1024, oversize: 'skip', durability: 'each' },
     fileSafety: {
       rules: [
         { pattern: '~/.cache', decision: 'grant-token' },

@@ -15,7 +15,7 @@ describe('the configuration schema', () => {
     expect(defaultConfig()).toEqual({
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
       writableRoots: [],
-      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny' },
+      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
     });
   });
@@ -23,7 +23,7 @@ describe('the configuration schema', () => {
   it('fills the defaults of a section that is given in part', () => {
     const config = brokeredShellConfigSchema.parse({ sandbox: { runtime: 'preload' }, fileBackup: { maxSizeMB: 2 } });
     expect(config.sandbox).toEqual({ enabled: true, excludedCommands: [], runtime: 'preload' });
-    expect(config.fileBackup).toEqual({ enabled: true, maxSizeMB: 2, oversize: 'deny' });
+    expect(config.fileBackup).toEqual({ enabled: true, maxSizeMB: 2, oversize: 'deny', durability: 'each' });
   });
 
   it.each<[string, unknown, string]>([

@@ -155,6 +155,19 @@ describe('ModifyBackupPlugin', () => {
     expect(broker.currentTurn).toBeUndefined();
   });
 
+  it.each(['each', 'turn'] as const)('opens the store with durability %s, which an enable command does not change', async (durability) => {
+    const plugin = new ModifyBackupPlugin({ home, durability });
+    const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), plugin);
+    const store = await plugin.store(broker);
+    expect(store.durability).toBe(durability);
+    expect(await broker.control('EnableModifyBackup', { enabled: true, fileBackupMaxSizeMB: 5 })).toMatchObject({ ok: true });
+    expect((await plugin.store(broker)).durability).toBe(durability);
+  });
+
+  it('refuses an unknown durability', () => {
+    expect(() => new ModifyBackupPlugin({ home, durability: 'sometimes' as 'each' })).toThrow(/durability/);
+  });
+
   it('an unusable store denies modifications (fail closed)', async () => {
     writeFileSync(home, 'a file where the store should be');
     const { broker } = setup();

@@ -10,7 +10,7 @@ import {
 } from '../../core/index.js';
 import type { BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type OpenStoreOptions } from '../../backup/session-store.js';
-import { normaliseBackupSettings } from '../../backup/settings.js';
+import { durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
 import { recordPlan } from './affected-files.js';
@@ -24,6 +24,8 @@ export const modifyBackupOptionsSchema = z.strictObject({
   enabled: z.boolean().default(true),
   fileBackupMaxSizeMB: z.number().optional(),
   oversize: z.enum(['deny', 'skip']).optional(),
+  /** A store option, not an enable-command setting: fixed for the session (see backup/settings.ts). */
+  durability: durabilitySchema.optional(),
 });
 export type ModifyBackupOptions = z.input<typeof modifyBackupOptionsSchema>;
 
@@ -64,7 +66,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
   /** The session's store, opened on first use; a failed open is retried next time. */
   store(broker: Broker): Promise<SessionBackupStore> {
     if (!this.#store) {
-      const { fileBackupMaxSizeMB, oversize } = this.#options;
+      const { fileBackupMaxSizeMB, oversize, durability } = this.#options;
       const enabled = this.#enabled;
       this.#store = SessionBackupStore.open({
         metadata: nativeMetadataOps(),
@@ -72,6 +74,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
         home: this.#options.home,
         sessionId: broker.sessionId,
         logger: broker.log,
+        ...(durability ? { durability } : {}),
         settings: { enabled, ...(fileBackupMaxSizeMB === undefined ? {} : { fileBackupMaxSizeMB }), ...(oversize ? { oversize } : {}) },
       });
       this.#store.catch(() => {

@@ -1,0 +1,144 @@
+/**
+ * The store's durability option on real files: 'each' syncs every backup before it is
+ * acknowledged; 'turn' only writes it (blob verified and renamed, journal line written)
+ * and the commit syncs them all before the manifest. Syncs are counted by wrapping
+ * FileHandle.prototype.sync/datasync, through which the store issues every one. What a
+ * kill -9 leaves under 'turn' is store-crash.test.ts's subject.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BackupHome } from '../../src/backup/index.js';
+import { SessionBackupStore } from '../../src/backup/session-store.js';
+import { ErrorCodes } from '../../src/core/errors.js';
+import { sha256 } from './fault-helpers.js';
+
+const SESSION = 'durability';
+const TURN = '20261130-000000-d0d0d0';
+const FILES = 20;
+
+type SyncFn = (this: fs.FileHandle) => Promise<void>;
+const counts = { sync: 0, datasync: 0 };
+let restoreSyncs: (() => void) | undefined;
+
+beforeAll(async () => {
+  const probe = await fs.open(os.devNull, 'r');
+  const proto = Object.getPrototypeOf(probe) as { sync: SyncFn; datasync: SyncFn };
+  await probe.close();
+  const { sync, datasync } = proto;
+  proto.sync = function (this: fs.FileHandle) {
+    counts.sync++;
+    return sync.call(this);
+  };
+  proto.datasync = function (this: fs.FileHandle) {
+    counts.datasync++;
+    return datasync.call(this);
+  };
+  restoreSyncs = () => Object.assign(proto, { sync, datasync });
+});
+afterAll(() => restoreSyncs?.());
+
+let base: string | undefined;
+afterEach(async () => {
+  if (base) await fs.rm(base, { recursive: true, force: true });
+  base = undefined;
+});
+
+async function world(count = FILES): Promise<{ home: string; files: string[] }> {
+  base = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'bsh-durability-')));
+  const files: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const file = path.join(base, `f-${i}`);
+    await fs.writeFile(file, `content of file ${i}\n`.repeat(50));
+    files.push(file);
+  }
+  return { home: path.join(base, 'home'), files };
+}
+
+const open = (home: string, durability?: 'each' | 'turn') =>
+  SessionBackupStore.open({ home, sessionId: SESSION, reflink: false, ...(durability ? { durability } : {}) });
+
+/** Syncs issued while `task` runs. */
+async function syncsDuring(task: () => Promise<unknown>): Promise<{ sync: number; datasync: number }> {
+  const before = { ...counts };
+  await task();
+  return { sync: counts.sync - before.sync, datasync: counts.datasync - before.datasync };
+}
+
+describe('backup durability', () => {
+  it("'each' (the default) syncs every backup before it returns and leaves nothing for the commit", async () => {
+    const { home, files } = await world();
+    const store = await open(home);
+    expect(store.durability).toBe('each');
+    await store.beginTurn(TURN);
+    const during = await syncsDuring(async () => {
+      for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });
+    });
+    // Per backup: the blob (fsync), its directory (fsync), the journal line (fdatasync).
+    expect(during.sync).toBeGreaterThanOrEqual(2 * FILES);
+    expect(during.datasync).toBeGreaterThanOrEqual(FILES);
+    expect(store.blobs.pendingSyncs).toBe(0);
+  });
+
+  it("'turn' syncs nothing per backup; the commit syncs every blob before the manifest", async () => {
+    const { home, files } = await world();
+    const store = await open(home, 'turn');
+    await store.beginTurn(TURN);
+    const during = await syncsDuring(async () => {
+      for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });
+    });
+    expect(during).toEqual({ sync: 0, datasync: 0 });
+    expect(store.blobs.pendingSyncs).toBe(FILES);
+    const commit = await syncsDuring(() => store.commitTurn(TURN, 'done'));
+    expect(commit.datasync).toBeGreaterThanOrEqual(FILES);
+    expect(store.blobs.pendingSyncs).toBe(0);
+    const manifest = await (await open(home)).readTurn(TURN);
+    expect(manifest.files.map((f) => f.path)).toEqual(files);
+    for (const entry of manifest.files) {
+      expect(sha256(await store.readBlob(entry.sha256 ?? ''))).toBe(entry.sha256);
+      expect((await store.readBlob(entry.sha256 ?? '')).equals(await fs.readFile(entry.path))).toBe(true);
+    }
+  });
+
+  it("'turn': a reused blob is synced at the commit too", async () => {
+    const { home, files } = await world(2);
+    const [a, b] = files as [string, string];
+    await fs.writeFile(b, await fs.readFile(a));
+    const store = await open(home, 'turn');
+    await store.backup(a, { turnId: TURN, operation: 'open' });
+    await store.blobs.syncPending();
+    const second = await store.backup(b, { turnId: TURN, operation: 'open' });
+    expect(second?.sha256).toBe(sha256(await fs.readFile(a)));
+    expect(store.blobs.pendingSyncs).toBe(1);
+    await store.commitTurn(TURN, 'done');
+    expect(store.blobs.pendingSyncs).toBe(0);
+  });
+
+  it("'turn': another reader sees every acknowledged backup of the open turn before any sync", async () => {
+    const { home, files } = await world();
+    const store = await open(home, 'turn');
+    for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });
+    // A separate BackupHome reads from the file system, as `backups list` in another process does.
+    const turns = await new BackupHome({ home }).listTurns({ sessionId: SESSION });
+    expect(turns.map((t) => [t.id, t.committedAt])).toEqual([[TURN, null]]);
+    expect(turns[0]?.files.map((f) => f.path)).toEqual(files);
+    const reader = await new BackupHome({ home }).session(SESSION);
+    for (const entry of turns[0]?.files ?? []) expect((await reader.readBlob(entry.sha256 ?? '')).equals(await fs.readFile(entry.path))).toBe(true);
+  });
+
+  it('an enable command leaves the durability the store was opened with', async () => {
+    const { home } = await world(0);
+    const store = await open(home, 'turn');
+    store.configure({ enabled: true, fileBackupMaxSizeMB: 5, durability: 'each' });
+    expect(store.durability).toBe('turn');
+    expect(store.settings).toEqual({ enabled: true, fileBackupMaxSizeMB: 5, oversize: 'deny' });
+  });
+
+  it('an unknown durability refuses to open the store', async () => {
+    const { home } = await world(0);
+    await expect(SessionBackupStore.open({ home, sessionId: SESSION, durability: 'never' as 'each' })).rejects.toMatchObject({
+      code: ErrorCodes.INVALID_OPTIONS,
+    });
+  });
+});
