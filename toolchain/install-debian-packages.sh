@@ -4,8 +4,9 @@
 # executablePath /usr/bin/chromium; Playwright's own browser downloads are never used).
 # bubblewrap, socat, ripgrep: what @anthropic-ai/sandbox-runtime (srt), the peer in
 # `npm run bench`, needs.
+# clang, libclang-rt-dev: libFuzzer for the native fuzz targets (bench/fuzz/run.sh).
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep)
+packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
