@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import { constants as C } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { CHUNK_SIZE } from './fs-util.js';
+import { readBufferFor } from './fs-util.js';
 
 /** The byte copying under BlobStore (blob-store.ts): source → temp file, hashed on the way. */
 
@@ -22,7 +22,7 @@ export async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: n
 
 /** read → write until EOF; full writes only; throws SourceTooLarge past `limit` bytes. */
 export async function pump(source: fs.FileHandle, target: fs.FileHandle, onChunk: (chunk: Buffer) => void, limit: number): Promise<number> {
-  const buffer = Buffer.allocUnsafe(CHUNK_SIZE);
+  const buffer = await readBufferFor(source);
   let position = 0;
   for (;;) {
     const { bytesRead } = await source.read(buffer, 0, buffer.length, position);
