@@ -2,6 +2,7 @@ import type { Broker, Logger } from '../core/index.js';
 import { kernelBridge, kernelRefusalAudit } from '../sandbox/kernel-bridge.js';
 import { spawnPreloaded } from '../sandbox/preload.js';
 import { spawnSandboxed } from '../sandbox/spawn.js';
+import { ToolCallBindingPlugin } from '../plugins/tool-call-binding.js';
 import { BROKER_ENV } from './env.js';
 import { SandboxUnavailableError } from './errors.js';
 import { killTree } from './process-tree.js';
@@ -52,7 +53,8 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
         stdio: start.stdio,
       });
       const pid = started.child.pid;
-      return { child: started.child, exit: launcherExit(started.exit), killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })) };
+      const unbind = bindCall(broker, pid, toolCallId);
+      return { child: started.child, exit: launcherExit(started.exit).finally(unbind), killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })) };
     }
     const started = spawnSandboxed({
       argv: start.argv,
@@ -65,11 +67,22 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       stdio: start.stdio,
     });
     const pid = started.child.pid;
+    const unbind = bindCall(broker, pid, toolCallId);
     // The launcher itself stays: it sees its command die, kills the rest and exits.
-    return { child: started.child, exit: launcherExit(started.exit), killTree: () => void (pid !== undefined && killTree(pid)) };
+    return { child: started.child, exit: launcherExit(started.exit).finally(unbind), killTree: () => void (pid !== undefined && killTree(pid)) };
   } catch (error) {
     throw new SandboxUnavailableError(`cannot start the launcher: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
+}
+
+/**
+ * The call's processes are those below `pid` (the launcher is their subreaper): socket
+ * requests from them must name this call (see ToolCallBindingPlugin). Bound before any
+ * request of theirs can be read: spawn returned synchronously, in this tick.
+ */
+function bindCall(broker: Broker, pid: number | undefined, toolCallId: string): () => void {
+  const binding = broker.plugin<ToolCallBindingPlugin>(ToolCallBindingPlugin.PLUGIN_NAME);
+  return pid === undefined || !binding ? () => undefined : binding.bind(pid, toolCallId);
 }
 
 function launcherExit(exit: Promise<{ code: number | null; signal: string | null }>): Promise<{ code: number | null; signal: string | null }> {

@@ -40,7 +40,7 @@ export type HostFileOperationMessage = z.infer<typeof hostFileOperationSchema>;
 export type JsonParse =
   | { ok: true; request: BrokerRequestInput; message: HostFileOperationMessage }
   | { ok: 'client-command'; command: string; payload: Record<string, unknown>; id?: string | number }
-  | { ok: false; answer: JsonAnswer };
+  | { ok: false; answer: JsonAnswer; command?: string };
 
 export interface JsonAnswer {
   id?: string | number;
@@ -80,11 +80,11 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
   }
   const command = (value as { command?: unknown }).command;
   if (typeof command === 'string' && CONTROL_COMMANDS.has(command)) {
-    return { ok: false, answer: refusal(ErrorCodes.CONTROL_REFUSED, `${command} is not accepted on this socket`, id) };
+    return { ok: false, answer: refusal(ErrorCodes.CONTROL_REFUSED, `${command} is not accepted on this socket`, id), command };
   }
   if (command !== HOST_FILE_OPERATION) {
     if (typeof command !== 'string' || command.length === 0 || command.length > 64) {
-      return { ok: false, answer: refusal(ErrorCodes.UNKNOWN_COMMAND, `unknown command: ${String(command)}`, id) };
+      return { ok: false, answer: refusal(ErrorCodes.UNKNOWN_COMMAND, `unknown command: ${String(command).slice(0, 64)}`, id) };
     }
     // Other commands belong to plugins (clientCommand hooks); the broker says if none knows it.
     const { command: _command, id: _id, ...payload } = value as Record<string, unknown>;
@@ -93,7 +93,7 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
   const parsed = hostFileOperationSchema.safeParse(value);
   if (!parsed.success) {
     const message = issueLines(parsed.error, 'request').join('; ');
-    return { ok: false, answer: refusal(ErrorCodes.BAD_REQUEST, message, id) };
+    return { ok: false, answer: refusal(ErrorCodes.BAD_REQUEST, message, id), command: HOST_FILE_OPERATION };
   }
   const message = parsed.data;
   try {
@@ -121,7 +121,7 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
     };
     return { ok: true, request, message };
   } catch (error) {
-    if (error instanceof TargetError) return { ok: false, answer: refusal(ErrorCodes.BAD_REQUEST, error.message, id) };
+    if (error instanceof TargetError) return { ok: false, answer: refusal(ErrorCodes.BAD_REQUEST, error.message, id), command: HOST_FILE_OPERATION };
     throw error;
   }
 }

@@ -5,6 +5,7 @@ import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCodes, errnoOf, type Broker, type Logger, type Peer } from '../core/index.js';
 import { native, socketFd } from '../native/index.js';
+import { auditRefusal } from '../plugins/audit.js';
 import { formatJsonAnswer, parseJsonRequest, type JsonAnswer } from './json-protocol.js';
 import { LineSplitter } from './line-splitter.js';
 import { prepareSocketPath } from './socket-dir.js';
@@ -45,6 +46,9 @@ const DEFAULTS = {
   maxQueuedLines: 1024,
   maxConnections: 512,
 };
+
+/** How long a connection being closed for bad input has to take its last answer. */
+const CLOSE_GRACE_MS = 1000;
 
 /** A full socket (EAGAIN) is retried this many times, waiting longer each time (about 10 s in all). */
 const FD_SEND_ATTEMPTS = 200;
@@ -116,28 +120,55 @@ export class BrokerServer {
       flushed = new Promise<void>((resolve) => socket.write(typeof line === 'string' ? `${line}\n` : line, () => resolve()));
     };
     const sendFd = (answer: FdAnswer) => this.#passFd(socket, answer, () => Promise.race([flushed, closed]), send, log);
-    const refreshTimeout = () => {
-      socket.setTimeout(splitter.pendingBytes > 0 ? this.#options.partialLineTimeoutMs : this.#options.idleTimeoutMs);
+    // Half-closing is not enough: a client that neither reads nor closes would keep the
+    // connection (and a slot of maxConnections) for ever. Its answer gets a moment to leave.
+    // Nothing more is read once the connection is being closed.
+    let closing = false;
+    let partialTimer: NodeJS.Timeout | undefined;
+    const stopPartial = () => {
+      clearTimeout(partialTimer);
+      partialTimer = undefined;
     };
-    refreshTimeout();
-    socket.on('timeout', () => {
-      log.info({ phase: 'ipc', pendingBytes: splitter.pendingBytes }, 'closing a connection that went quiet');
-      if (splitter.pendingBytes > 0) send(JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end')));
+    const closeAfterAnswer = () => {
+      closing = true;
+      stopPartial();
       socket.end();
+      setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
+    };
+    // A half-written line has partialLineTimeoutMs from its first byte, however slowly the
+    // rest trickles in (bytes do not restart the clock); an idle connection has idleTimeoutMs.
+    const watchPartial = (endedLines: boolean) => {
+      if (endedLines || splitter.pendingBytes === 0) stopPartial();
+      if (splitter.pendingBytes === 0 || partialTimer !== undefined) return;
+      partialTimer = setTimeout(() => {
+        log.info({ phase: 'ipc', pendingBytes: splitter.pendingBytes }, 'closing a connection whose line never ended');
+        this.#audit(peer, 'socket', 'malformed', ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end');
+        send(JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end')));
+        closeAfterAnswer();
+      }, this.#options.partialLineTimeoutMs);
+    };
+    socket.once('close', stopPartial);
+    socket.setTimeout(this.#options.idleTimeoutMs);
+    socket.on('timeout', () => {
+      log.info({ phase: 'ipc' }, 'closing a connection that went quiet');
+      closeAfterAnswer();
     });
     socket.on('data', (chunk: Buffer) => {
+      if (closing) return;
       const lines = splitter.push(chunk);
       if (splitter.overflowed) {
         log.warn({ phase: 'ipc', maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
+        this.#audit(peer, 'socket', 'malformed', ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes; connection closed`);
         send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
-        socket.end();
         socket.pause();
+        closeAfterAnswer();
         return;
       }
-      refreshTimeout();
+      watchPartial(lines.length > 0);
       for (const line of lines) {
         if (++queued > this.#options.maxQueuedLines) {
           log.warn({ phase: 'ipc' }, 'too many unanswered lines; closing');
+          this.#audit(peer, 'socket', 'flood', ErrorCodes.BAD_REQUEST, `more than ${this.#options.maxQueuedLines} unanswered lines; connection closed`);
           socket.destroy();
           return;
         }
@@ -185,16 +216,37 @@ export class BrokerServer {
     }
   }
 
+  /**
+   * A line (or connection) refused before it became a request, or a client command that
+   * failed: recorded like any refusal (`getAuditHooks(broker).record`), so what a
+   * sandboxed client tried on the socket is in the audit trail even when no policy was asked.
+   */
+  #audit(peer: Peer | undefined, origin: string, operation: string, errorCode: string, reason: string, command?: string): void {
+    try {
+      auditRefusal(this.#options.broker, {
+        origin,
+        decidedBy: 'ipc',
+        operation,
+        errorCode,
+        reason: reason.length > MAX_AUDIT_REASON ? `${reason.slice(0, MAX_AUDIT_REASON)}…` : reason,
+        ...(command ? { command: command.slice(0, 64) } : {}),
+        ...(peer ? { peer } : {}),
+      });
+    } catch (error) {
+      this.#log.error({ phase: 'ipc', err: error }, 'an audit sink failed');
+    }
+  }
+
   /** One line in, one line out. Never throws: a failure is an answer. */
   async #answer(raw: Buffer, peer: Peer | undefined, log: Logger): Promise<string | FdAnswer> {
     const valid = isUtf8(raw);
     const text = raw.toString('utf8').replace(/\r$/, '');
     try {
       if (looksLikeTextRequest(text)) {
-        if (!valid) return TEXT_DENY;
-        const parsed = parseTextRequest(text, peer);
+        const parsed = valid ? parseTextRequest(text, peer) : ({ ok: false, reason: 'request is not valid UTF-8' } as const);
         if (!parsed.ok) {
           log.info({ phase: 'ipc-token', reason: parsed.reason }, 'malformed token request');
+          this.#audit(peer, 'text-token', 'malformed', ErrorCodes.BAD_REQUEST, parsed.reason);
           return TEXT_DENY;
         }
         const outcome = await this.#options.broker.handle(parsed.request);
@@ -202,15 +254,25 @@ export class BrokerServer {
         const fd = textAnswerFd(outcome);
         return fd === undefined ? formatTextAnswer(outcome) : { line: formatTextAnswer(outcome), fd };
       }
-      if (!valid) return JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8'));
+      if (!valid) {
+        this.#audit(peer, 'host-op', 'malformed', ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8');
+        return JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'request is not valid UTF-8'));
+      }
       const parsed = parseJsonRequest(text, peer);
       if (parsed.ok === 'client-command') {
         const result = await this.#options.broker.clientCommand(parsed.command, parsed.payload, peer);
         log.debug({ phase: 'ipc-client-command', command: parsed.command, ok: result.ok }, 'client command');
+        if (!result.ok) {
+          const code = typeof result.errorCode === 'string' ? result.errorCode : ErrorCodes.UNKNOWN_COMMAND;
+          this.#audit(peer, 'host-op', 'client-command', code, typeof result.error === 'string' ? result.error : `${parsed.command} refused`, parsed.command);
+        }
         return JSON.stringify({ ...(parsed.id === undefined ? {} : { id: parsed.id }), ...result, ...(result.ok ? {} : { decision: 'deny' }) });
       }
       if (!parsed.ok) {
         log.info({ phase: 'ipc-host-op', error: parsed.answer.error }, 'request refused before the pipeline');
+        const code = parsed.answer.errorCode ?? ErrorCodes.BAD_REQUEST;
+        const operation = code === ErrorCodes.CONTROL_REFUSED ? 'control' : code === ErrorCodes.UNKNOWN_COMMAND ? 'client-command' : 'malformed';
+        this.#audit(peer, 'host-op', operation, code, parsed.answer.error ?? 'refused', parsed.command);
         return JSON.stringify(parsed.answer);
       }
       const outcome = await this.#options.broker.handle(parsed.request);
@@ -219,10 +281,14 @@ export class BrokerServer {
       return JSON.stringify(answer);
     } catch (error) {
       log.error({ phase: 'ipc', err: error }, 'unexpected failure answering a line');
+      this.#audit(peer, 'socket', 'malformed', ErrorCodes.BAD_REQUEST, 'internal error answering a line');
       return looksLikeTextRequest(text) ? TEXT_DENY : JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'internal error'));
     }
   }
 }
+
+/** Longest reason kept in a socket refusal's audit record (a reason may quote the line). */
+const MAX_AUDIT_REASON = 512;
 
 function errorAnswer(code: string, message: string): JsonAnswer {
   return { ok: false, decision: 'deny', error: message, errorCode: code };

@@ -29,6 +29,8 @@ export interface AuditRecord {
   taps?: Array<{ hook: string; plugin: string; ms: number }>;
   /** For a refusal the sandbox decided itself: the syscall, and the thread and process that made it. */
   syscall?: { name: string; nr: number; pid: number; tid: number };
+  /** For a socket line refused before it became a request: the command it named, if any. */
+  command?: string;
 }
 
 export interface AuditHooks {
@@ -47,23 +49,32 @@ export const SANDBOX_REFUSED = 'BSH_SANDBOX_REFUSED';
 /**
  * A refusal that never became a broker request: the kernel sandbox refused a syscall
  * itself (io_uring, mount, ptrace, a device node, a signal to a process outside the
- * sandbox, a rename that would bring a file into the command's temp dir, …). There was
- * no policy question to ask, so it is not a `BrokerRequest`; it is recorded here so the
- * audit trail holds every refusal the broker heard of.
+ * sandbox, a rename that would bring a file into the command's temp dir, …), or the
+ * socket refused a line before the pipeline (a control command, an unknown command, a
+ * malformed or oversized line). There was no policy question to ask, so it is not a
+ * `BrokerRequest`; it is recorded here so the audit trail holds every refusal the broker
+ * heard of.
  */
 export interface RefusalReport {
-  /** What reported it (`kernel`: the seccomp supervisor). */
+  /** What reported it (`kernel`: the seccomp supervisor; `socket`: the broker's socket). */
   origin: string;
-  /** Who decided (`sandbox:supervisor`). */
+  /** Who decided (`sandbox:supervisor`, `ipc`). */
   decidedBy: string;
   reason: string;
+  /** The record's operation (default `syscall`; the socket uses `control`, `client-command`, `malformed`, …). */
+  operation?: string;
+  /** The error code of the answer (default SANDBOX_REFUSED). */
+  errorCode?: string;
   /** The errno the call returned (`EPERM`). */
   errno?: string;
-  syscall: { name: string; nr: number; pid: number; tid: number };
+  syscall?: { name: string; nr: number; pid: number; tid: number };
+  /** The command a socket line named. */
+  command?: string;
   /** The path the call named, when it named one. */
   path?: string;
   toolCallId?: string;
   traceId?: string;
+  peer?: { pid: number; uid: number; gid: number };
 }
 
 /**
@@ -75,25 +86,28 @@ export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord
   const sequence = (refusalCount.get(broker) ?? 0) + 1;
   refusalCount.set(broker, sequence);
   const record: AuditRecord = {
-    requestId: `k${sequence}`,
+    // `k` for the kernel sandbox's refusals (as before), `s` for the socket's and others.
+    requestId: `${report.origin === 'kernel' ? 'k' : 's'}${sequence}`,
     sessionId: broker.sessionId,
     origin: report.origin,
-    operation: 'syscall',
+    operation: report.operation ?? 'syscall',
     paths: report.path === undefined ? [] : [{ role: 'path', path: report.path, access: 'write' }],
     verdict: 'deny',
     decision: 'deny',
     decidedBy: report.decidedBy,
     reason: report.reason,
     ok: false,
-    error: { code: SANDBOX_REFUSED, message: report.reason, ...(report.errno ? { errno: report.errno } : {}) },
+    error: { code: report.errorCode ?? SANDBOX_REFUSED, message: report.reason, ...(report.errno ? { errno: report.errno } : {}) },
     durationMs: 0,
-    syscall: report.syscall,
   };
+  if (report.syscall) record.syscall = report.syscall;
+  if (report.command) record.command = report.command;
   if (report.toolCallId) record.toolCallId = report.toolCallId;
   if (report.traceId) record.traceId = report.traceId;
+  if (report.peer) record.peer = report.peer;
   if (auditLogging.get(broker) === true) {
     const log = broker.log.child({ requestId: record.requestId, toolCallId: report.toolCallId, traceId: report.traceId });
-    log.warn({ phase: 'audit', audit: record }, `${report.syscall.name} ${record.verdict}`);
+    log.warn({ phase: 'audit', audit: record }, `${report.syscall?.name ?? report.command ?? record.operation} ${record.verdict}`);
   }
   getAuditHooks(broker).record.call(record);
   return record;

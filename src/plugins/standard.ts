@@ -7,9 +7,11 @@ import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
+import { RequesterAccessPlugin } from './requester-access.js';
 import { SandboxTokenPlugin } from './sandbox-token.js';
 import { SessionGrantsPlugin } from './session-grants.js';
 import { SessionGuardPlugin } from './session-guard.js';
+import { ToolCallBindingPlugin } from './tool-call-binding.js';
 
 export interface StandardPluginsOptions {
   /** Backup store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`); protected from writes. */
@@ -38,6 +40,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
   const home = options.userHome ? { home: options.userHome } : {};
   return [
     new SessionGuardPlugin(),
+    // Empty until the owner binds its running calls (one instance per broker).
+    new ToolCallBindingPlugin(),
     new PathResolutionPlugin(home),
     new FileSafetyPlugin({
       writableRoots: options.writableRoots,
@@ -46,6 +50,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
       ...(options.outsideRoots ? { outsideRoots: options.outsideRoots } : {}),
       ...home,
     }),
+    // The broker reads (copies, backs up) and changes for a sandboxed requester only what it could itself.
+    new RequesterAccessPlugin(),
     new ApprovalPlugin(options.approval),
     // Empty until the owner grants what a person approved (one instance per broker).
     new SessionGrantsPlugin(),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Broker } from '../../src/core/index.js';
-import { AuditPlugin, getAuditHooks, type AuditRecord } from '../../src/plugins/audit.js';
+import { AuditPlugin, auditRefusal, getAuditHooks, type AuditRecord } from '../../src/plugins/audit.js';
 import { allowAll, capturingLogger, fixedPolicy, identityResolver, writeRequest } from '../helpers/bare-broker.js';
 
 describe('AuditPlugin', () => {
@@ -45,5 +45,29 @@ describe('AuditPlugin', () => {
     getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
     await broker.handle(writeRequest('/w/a', { action: 'check' }));
     expect(records[0]?.taps?.map((t) => `${t.hook}:${t.plugin}`)).toEqual(['resolvePath:test-identity-resolver', 'evaluatePolicy:test-fixed-policy']);
+  });
+  it('records a socket refusal that never became a request: its operation, command, code and peer', () => {
+    const { logger, lines } = capturingLogger();
+    const broker = new Broker({ sessionId: 's1', logger }).use(new AuditPlugin());
+    const records: AuditRecord[] = [];
+    getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
+    const peer = { pid: 7, uid: 0, gid: 0 };
+    auditRefusal(broker, { origin: 'host-op', decidedBy: 'ipc', operation: 'control', command: 'Shutdown', errorCode: 'BSH_CONTROL_REFUSED', reason: 'refused', peer });
+    expect(records).toEqual([
+      expect.objectContaining({
+        requestId: 's1',
+        sessionId: 's1',
+        origin: 'host-op',
+        operation: 'control',
+        command: 'Shutdown',
+        verdict: 'deny',
+        decision: 'deny',
+        ok: false,
+        peer,
+        error: { code: 'BSH_CONTROL_REFUSED', message: 'refused' },
+      }),
+    ]);
+    expect(records[0]?.syscall).toBeUndefined();
+    expect(lines().filter((line) => line.phase === 'audit').map((line) => line.msg)).toEqual(['Shutdown deny']);
   });
 });

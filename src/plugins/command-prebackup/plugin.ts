@@ -163,6 +163,8 @@ export class CommandPrebackupPlugin implements BrokerPlugin {
         sessionId,
         ...(toolCallId ? { toolCallId } : {}),
         ...(brokerTraceId ? { traceId: brokerTraceId } : {}),
+        // The announcer's process, so the session and tool-call checks see who asks.
+        ...(context.peer ? { peer: context.peer } : {}),
       });
       const target: CommandTarget = {
         operand,

@@ -1,0 +1,166 @@
+import { readFileSync, statSync, type Stats } from 'node:fs';
+import path from 'node:path';
+import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Peer, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
+
+/** Who asked, as the kernel would judge their access: ids and whether DAC binds them. */
+export interface Requester {
+  uid: number;
+  gids: readonly number[];
+  /** CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH: reads every file anyway. */
+  readsAll: boolean;
+  /** CAP_DAC_OVERRIDE and CAP_FOWNER: writes, renames and chmods anything anyway. */
+  writesAll?: boolean;
+}
+
+export interface RequesterAccessOptions {
+  /** Who a socket peer is (default: its /proc/PID/status); undefined when it cannot be told. */
+  peerRequester?: (peer: Peer) => Requester | undefined;
+  /** Who a kernel request comes from (default: this process's ids, with no capabilities: the sandbox drops them all). */
+  sandboxRequester?: () => Requester;
+  /** stat (following links) of a resolved path; undefined when it is gone. */
+  stat?: (file: string) => StatLike | undefined;
+}
+
+const CAP_DAC_OVERRIDE = 1n;
+const CAP_DAC_READ_SEARCH = 2n;
+const CAP_FOWNER = 3n;
+const READ = 4;
+const WRITE = 2;
+const SEARCH = 1;
+const STICKY = 0o1000;
+/** Operations that change an existing file itself (its bytes or metadata) rather than a name in its directory. */
+const IN_PLACE = new Set(['open', 'truncate', 'copy', 'touch', 'chmod', 'chown', 'xattr']);
+/** Of those, the ones only the owner may do. */
+const OWNER_ONLY = new Set(['chmod', 'chown']);
+type StatLike = Pick<Stats, 'uid' | 'gid' | 'mode' | 'isFile'>;
+
+/** A peer's ids and capabilities from /proc/PID/status. */
+export function procRequester(peer: Peer): Requester | undefined {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${peer.pid}/status`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1]?.trim();
+  const effective = BigInt(`0x${field('CapEff') ?? '0'}`);
+  const groups = (field('Groups') ?? '').split(/\s+/).filter(Boolean).map(Number);
+  const has = (cap: bigint) => ((effective >> cap) & 1n) === 1n;
+  return { uid: peer.uid, gids: [peer.gid, ...groups], readsAll: has(CAP_DAC_OVERRIDE) || has(CAP_DAC_READ_SEARCH), writesAll: has(CAP_DAC_OVERRIDE) && has(CAP_FOWNER) };
+}
+
+function ownRequester(): Requester {
+  return { uid: process.getuid?.() ?? -1, gids: [process.getgid?.() ?? -1, ...(process.getgroups?.() ?? [])], readsAll: false };
+}
+
+function statOrUndefined(file: string) {
+  try {
+    return statSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The permission bits DAC gives the requester on a file. */
+function bitsFor(who: Requester, info: Pick<Stats, 'uid' | 'gid' | 'mode'>): number {
+  if (info.uid === who.uid) return (info.mode >> 6) & 7;
+  return who.gids.includes(info.gid) ? (info.mode >> 3) & 7 : info.mode & 7;
+}
+
+/** Read access as far as the broker copying it is concerned: the owner counts (it may chmod the file to itself). */
+function mayRead(who: Requester, info: Pick<Stats, 'uid' | 'gid' | 'mode'>): boolean {
+  return who.readsAll || info.uid === who.uid || (bitsFor(who, info) & READ) !== 0;
+}
+
+/**
+ * The broker acts with its own rights, which may exceed the sandboxed command's (a broker
+ * running as root keeps the capabilities the command lost). It reads a copy's source and
+ * every existing file it backs up (into a store the command can read), and it performs
+ * host operations and opens fd grants itself. A command could therefore have it read a
+ * file the command may not read (copy it into the workspace; or ask to overwrite it and
+ * read the backup), or chmod, overwrite, move or delete another user's files.
+ *
+ * For requests from the sandbox (kernel and socket origins, and those a socket client's
+ * command made; not the owner's in-process calls) this denies, before anything a person
+ * could approve: a file the broker would read that the requester could not read by the
+ * mode bits (its owner counts as able: it may chmod it) and its directories' search bits;
+ * and a change the broker would make that DAC would refuse the requester (write bit for an
+ * in-place change, owner for chmod/chown, write and search on the directory for a name
+ * change, the sticky bit, protected hard links). The kernel supervisor performs its
+ * operations with the command's own rights, so only the read check applies to it. ACLs
+ * are not consulted (mode bits only), and a recursive delete is judged by its top entry.
+ * A socket peer that cannot be told (gone) is refused.
+ */
+export class RequesterAccessPlugin implements BrokerPlugin {
+  static readonly PLUGIN_NAME = 'requester-access';
+  readonly name = RequesterAccessPlugin.PLUGIN_NAME;
+  readonly #peerRequester: (peer: Peer) => Requester | undefined;
+  readonly #sandboxRequester: () => Requester;
+  readonly #stat: (file: string) => StatLike | undefined;
+
+  constructor(options: RequesterAccessOptions = {}) {
+    this.#peerRequester = options.peerRequester ?? procRequester;
+    this.#sandboxRequester = options.sandboxRequester ?? ownRequester;
+    this.#stat = options.stat ?? statOrUndefined;
+  }
+
+  apply(broker: Broker): void {
+    broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved) => this.#decide(target, resolved));
+  }
+
+  #decide(target: ResolvedTarget, resolved: ResolvedRequest): Decision | undefined {
+    const { request } = resolved;
+    // In-process calls are the owner's own, unless a socket client's announcement made them (it has a peer).
+    if (request.origin === 'api' && !request.peer) return undefined;
+    const info = target.kind === 'absent' ? undefined : this.#stat(target.resolved);
+    // The broker reads: a copy's source, and every existing file it backs up before a change.
+    const brokerReads = target.access === 'read' ? request.action === 'host-op' && request.operation === 'copy' : info?.isFile() === true;
+    // The broker itself changes it (host operations, fd grants); the kernel supervisor acts with the command's own rights.
+    const brokerWrites = target.access !== 'read' && (request.action === 'host-op' || request.action === 'token');
+    if (!brokerReads && !brokerWrites && request.operation !== 'link') return undefined;
+    const who = request.peer ? this.#peerRequester(request.peer) : this.#sandboxRequester();
+    if (!who) return this.#deny('the requesting process is gone: its rights cannot be told');
+    if (brokerReads && info && !who.readsAll && !(mayRead(who, info) && this.#searchable(who, target.resolved))) {
+      return this.#deny(`${target.resolved} is not readable by the requesting process; the broker does not read it on its behalf`);
+    }
+    // protected_hardlinks: a hard link only to a file one owns, or may both read and write.
+    const hardLinkSource = request.action === 'host-op' && request.operation === 'link' && target.role === 'from' && request.options.symbolic !== true;
+    if (hardLinkSource && info && !who.writesAll && info.uid !== who.uid && (bitsFor(who, info) & (READ | WRITE)) !== (READ | WRITE)) {
+      return this.#deny(`${target.resolved} is neither owned nor both readable and writable by the requesting process; the broker does not link it on its behalf`);
+    }
+    if (brokerWrites && !who.writesAll) {
+      const why = this.#writeProblem(who, target, request.operation, info);
+      if (why) return this.#deny(`${target.resolved}: ${why}; the broker does not do it on the requesting process's behalf`);
+    }
+    return undefined;
+  }
+
+  /** Why DAC would refuse the requester this change, or undefined when it would allow it. */
+  #writeProblem(who: Requester, target: ResolvedTarget, operation: string, info: StatLike | undefined): string | undefined {
+    if (!this.#searchable(who, target.resolved)) return 'a directory above it is not searchable by the requesting process';
+    if (info && IN_PLACE.has(operation) && target.role !== 'from') {
+      if (OWNER_ONLY.has(operation)) return info.uid === who.uid ? undefined : 'only its owner may change its mode or owner';
+      if (operation === 'touch' && info.uid === who.uid) return undefined;
+      // A copy replaces the destination's name as well; a touch or open of an existing file changes only it.
+      if ((bitsFor(who, info) & WRITE) === 0) return 'the requesting process may not write it';
+      if (operation !== 'copy') return undefined;
+    }
+    const parent = this.#stat(path.dirname(target.resolved));
+    if (!parent || (bitsFor(who, parent) & (WRITE | SEARCH)) !== (WRITE | SEARCH)) return 'the requesting process may not change names in its directory';
+    if (info && (parent.mode & STICKY) !== 0 && info.uid !== who.uid && parent.uid !== who.uid) return 'its directory is sticky and the requesting process owns neither';
+    return undefined;
+  }
+
+  /** Whether every directory above `file` lets the requester through. */
+  #searchable(who: Requester, file: string): boolean {
+    for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+      const info = this.#stat(dir);
+      if (!info || !(who.readsAll || (bitsFor(who, info) & SEARCH) !== 0)) return false;
+      if (dir === '/') return true;
+    }
+  }
+
+  #deny(reason: string): Decision {
+    return { verdict: 'deny', reason, source: this.name };
+  }
+}
