@@ -163,12 +163,7 @@ export class Broker {
     const requestId = `r${++this.#sequence}`;
     const parsed = brokerRequestSchema.safeParse(input);
     const request = parsed.success ? parsed.data : undefined;
-    const context: RequestContext = {
-      requestId,
-      broker: this,
-      state: new Map(),
-      log: this.log.child({ requestId, toolCallId: request?.toolCallId, traceId: request?.traceId }),
-    };
+    const context = new Context(requestId, this, request);
     if (!parsed.success) {
       const message = issueLines(parsed.error, 'request').join('; ');
       const decision: Decision = { verdict: 'deny', reason: message, source: 'core' };
@@ -288,6 +283,29 @@ export class Broker {
       return { ok: true, result, wireDecision: 'host-op' as const };
     }
     return { ok: true, wireDecision: decision.verdict === 'grant-token' ? ('grant-token' as const) : ('sandbox' as const) };
+  }
+}
+
+/**
+ * A request's context. Its child logger is made on first use: most requests log nothing
+ * at the usual levels, and a pino child per request cost more than some whole requests.
+ */
+class Context implements RequestContext {
+  readonly state = new Map<symbol | string, unknown>();
+  readonly #request: BrokerRequest | undefined;
+  #log: Logger | undefined;
+
+  constructor(
+    readonly requestId: string,
+    readonly broker: Broker,
+    request: BrokerRequest | undefined,
+  ) {
+    this.#request = request;
+  }
+
+  get log(): Logger {
+    this.#log ??= this.broker.log.child({ requestId: this.requestId, toolCallId: this.#request?.toolCallId, traceId: this.#request?.traceId });
+    return this.#log;
   }
 }
 

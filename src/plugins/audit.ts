@@ -157,11 +157,13 @@ export class AuditPlugin implements BrokerPlugin {
     auditLogging.set(broker, this.#options.log);
     if (this.#options.traceTaps) this.#traceTaps(broker);
     broker.hooks.requestDone.tap({ name: this.name, stage: Stage.LAST }, (outcome, context) => {
+      const level = outcome.ok ? 'info' : 'warn';
+      // Asked of the broker's logger, so the request's child logger is only made for a line written.
+      const logs = this.#options.log && broker.log.isLevelEnabled(level);
+      // Nobody reads a record that is neither logged nor listened to: not built (most requests at level error).
+      if (!logs && !hooks.record.isUsed()) return;
       const record = toRecord(outcome, context.state.get(TRACE) as Trace | undefined);
-      if (this.#options.log) {
-        const level = outcome.ok ? 'info' : 'warn';
-        context.log[level]({ phase: 'audit', audit: record }, `${record.operation} ${record.verdict}`);
-      }
+      if (logs) context.log[level]({ phase: 'audit', audit: record }, `${record.operation} ${record.verdict}`);
       hooks.record.call(record);
     });
   }

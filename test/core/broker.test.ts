@@ -1,6 +1,8 @@
+import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
   Broker,
+  createLogger,
   ErrorCodes,
   PolicyStage,
   type BrokerPlugin,
@@ -187,5 +189,46 @@ describe('client commands', () => {
       },
     });
     await expect(broker.clientCommand('Bad')).resolves.toMatchObject({ ok: false, error: expect.stringContaining('kaput') });
+  });
+});
+
+describe('request logging', () => {
+  function capture(level: string) {
+    const lines: Array<Record<string, unknown>> = [];
+    const destination = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    return { lines, logger: createLogger({ destination, level }) };
+  }
+  const allowAll = policy('allow-all', PolicyStage.DEFAULTS, () => ({ verdict: 'sandbox' }));
+
+  it("binds the request's id and tool call to what a tap logs", async () => {
+    const { lines, logger } = capture('info');
+    const broker = new Broker({ sessionId: 's1', logger }).use(identityResolver, allowAll, {
+      name: 'talker',
+      apply(b) {
+        b.hooks.decided.tap('talker', (_decision, _resolved, context) => context.log.info({ phase: 'policy' }, 'decided'));
+      },
+    });
+    const outcome = await broker.handle(request({ toolCallId: 'call-7', traceId: 'trace-7' }));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lines.find((line) => line.msg === 'decided')).toMatchObject({ requestId: outcome.requestId, toolCallId: 'call-7', traceId: 'trace-7', phase: 'policy' });
+  });
+
+  it('makes no child logger for a request nothing logs about', async () => {
+    const { logger } = capture('error');
+    const broker = new Broker({ sessionId: 's1', logger }).use(identityResolver, allowAll);
+    let children = 0;
+    const child = logger.child.bind(logger);
+    logger.child = ((...args: Parameters<typeof logger.child>) => {
+      children += 1;
+      return child(...args);
+    }) as typeof logger.child;
+    const outcome = await broker.handle(request());
+    expect(outcome.ok).toBe(true);
+    expect(children).toBe(0);
   });
 });

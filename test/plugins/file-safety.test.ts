@@ -21,6 +21,7 @@ import {
   evaluateFileSafety,
   type FileSafetyOptions,
 } from '../../src/plugins/file-safety/index.js';
+import { GIT_PROTECTED_PATTERNS, buildProtections, requiredText } from '../../src/plugins/file-safety/mandatory.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 
 // Made when the module loads (not in beforeAll) because the it.each tables name paths in it.
@@ -433,5 +434,25 @@ describe('a prompt rule on a link name does not loosen the file it points to', (
     await fs.writeFile(at('ws/real-notes.txt'), 'x');
     const built = build({ rules: [{ pattern: 'real-notes.txt', decision: 'prompt' }] });
     expect((await verdictOf(built, 'write', 'ws/real-notes.txt')).verdict).toBe('prompt');
+  });
+});
+
+describe('requiredText: the text every match of the git protections contains', () => {
+  it.each<[string[], string]>([
+    [['.git/hooks', '.git/config', '.git/modules/**/hooks'], '.git/'],
+    [['.git'], '.git'],
+    [['.git/hooks', 'other/x'], ''],
+    [['**/hooks'], ''],
+    [['.g*t/hooks'], ''],
+  ])('%j → %j', (patterns, needle) => {
+    expect(requiredText(patterns)).toBe(needle);
+  });
+
+  it('is in every path the git protections cover, so skipping the globs without it changes no answer', () => {
+    const [git] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-hooks-config');
+    const covered = ['/w/.git/hooks', '/w/.git/hooks/pre-commit', '/w/.git/config', '/w/a/.git/modules/m/hooks/x', '/w/.git/modules/a/b/config'];
+    const notCovered = ['/w/.git/HEAD', '/w/git/hooks', '/w/.gitx/hooks', '/w/x.git/hooks', '/w/.git\\hooks'];
+    for (const form of covered) expect([form, git?.covers(form), form.includes(requiredText(GIT_PROTECTED_PATTERNS))]).toEqual([form, true, true]);
+    for (const form of notCovered) expect([form, git?.covers(form)]).toEqual([form, false]);
   });
 });

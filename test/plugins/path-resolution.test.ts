@@ -239,6 +239,29 @@ describe('resolution functions', () => {
   });
 });
 
+describe('what is there now (kind and link count, from the walk itself)', () => {
+  it.each<[Operation, string, { resolved: string; kind: string; links?: number }]>([
+    // Each strategy ends its walk differently: on the followed file, on the parent plus a
+    // name looked at again, or after a final `..` where nothing was looked at yet.
+    ['chmod', 'ws/multi/a.txt', { resolved: 'ws/multi/a.txt', kind: 'file', links: 2 }],
+    ['open', 'ws/multi/b.txt', { resolved: 'ws/multi/b.txt', kind: 'file', links: 2 }],
+    ['delete', 'ws/multi/a.txt', { resolved: 'ws/multi/a.txt', kind: 'file', links: 2 }],
+    ['open', 'ws/multi-link', { resolved: 'ws/multi/a.txt', kind: 'file', links: 2 }],
+    ['chmod', 'ws/multi/..', { resolved: 'ws', kind: 'directory' }],
+    ['open', 'ws/multi/../file.txt', { resolved: 'ws/file.txt', kind: 'file', links: 1 }],
+  ])('%s %s → %o', async (operation, input, expected) => {
+    await fs.mkdir(path.join(ws, 'multi'), { recursive: true });
+    await fs.writeFile(path.join(ws, 'multi', 'a.txt'), 'two names');
+    await fs.rm(path.join(ws, 'multi', 'b.txt'), { force: true });
+    await fs.link(path.join(ws, 'multi', 'a.txt'), path.join(ws, 'multi', 'b.txt'));
+    await fs.rm(path.join(ws, 'multi-link'), { force: true });
+    await fs.symlink('multi/a.txt', path.join(ws, 'multi-link'));
+    const outcome = await brokerWith().handle(request(operation, [['path', at(input)]]));
+    expect(outcome.targets[0]).toMatchObject({ ...expected, resolved: at(expected.resolved) });
+    if (expected.links === undefined) expect(outcome.targets[0]?.links).toBeUndefined();
+  });
+});
+
 describe('followSymlinks overrides the table', () => {
   it.each<[Operation, boolean, string, string, string]>([
     ['open', false, 'ws/link-file', 'ws/link-file', 'symlink'],

@@ -40,16 +40,24 @@ export class FileSafetyPlugin implements BrokerPlugin {
         `file-safety rule ${pattern} (${decision}) cannot lift the mandatory protection of ${example}; it is never applied there`,
       );
     }
-    const tap = (name: string, stage: number, decide: (target: ResolvedTarget) => Decision | undefined) =>
+    const tap = (name: string, stage: number, decide: (target: ResolvedTarget, own: ResolvedTarget) => Decision | undefined) =>
       broker.hooks.evaluatePolicy.tap({ name, stage }, (target, resolved, context) => {
-        const decision = decide(policyTargetFor(target, resolved.request));
+        const decision = decide(policyTargetFor(target, resolved.request), target);
         if (decision) logDecision(context, target, decision);
         return decision;
       });
     // Denials come before session grants (nothing lifts them); prompts after (a grant may).
-    const mandatory = (target: ResolvedTarget) => evaluateMandatoryStage(target, this.policy);
-    tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (target) => only(mandatory(target), (v) => v === 'deny'));
-    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (target) => only(mandatory(target), (v) => v !== 'deny'));
+    // Both taps need the same answer for the same target of the same request (the object the
+    // broker hands every tap): computed once.
+    const seen = new WeakMap<ResolvedTarget, Decision | undefined>();
+    const mandatory = (judged: ResolvedTarget, own: ResolvedTarget) => {
+      if (seen.has(own)) return seen.get(own);
+      const decision = evaluateMandatoryStage(judged, this.policy);
+      seen.set(own, decision);
+      return decision;
+    };
+    tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (judged, own) => only(mandatory(judged, own), (v) => v === 'deny'));
+    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (judged, own) => only(mandatory(judged, own), (v) => v !== 'deny'));
     // Before the rules: a whole-directory operation is judged by what is inside too.
     broker.hooks.evaluatePolicy.tapPromise({ name: FILE_SAFETY_TAPS.tree, stage: PolicyStage.RULES - 1 }, async (target, resolved, context) => {
       const inside = await evaluateTree(target, resolved, this.policy);
@@ -71,6 +79,8 @@ function only(decision: Decision | undefined, keep: (verdict: Decision['verdict'
 }
 
 function logDecision(context: RequestContext, target: ResolvedTarget, decision: Decision): void {
+  // Asked of the broker's logger: the request's child logger is only made when something is logged.
+  if (!context.broker.log.isLevelEnabled('debug')) return;
   context.log.debug(
     {
       phase: 'host-policy',

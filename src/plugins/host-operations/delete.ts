@@ -1,6 +1,5 @@
 import { promises as fs } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { moveToTrash } from '../../trash/index.js';
 import { fsError, listNames, type FsAt } from './fs-at.js';
 
 export interface DeleteOptions {
@@ -27,6 +26,8 @@ export async function deletePath(fsAt: FsAt, path: string, options: DeleteOption
     throw fsError('ENOTEMPTY', `${path} is a non-empty directory (delete needs recursive)`);
   }
   if (options.mode === 'trash') {
+    // Loaded on the first trash delete: most brokers (every `run`) never make one, and the trash is 12 modules.
+    const { moveToTrash } = await import('../../trash/index.js');
     const item = await moveToTrash(path, {
       ...(options.env ? { env: options.env } : {}),
       rename: async (from, to) => fsAt.rename(from, await intoRealDirectory(to), { noReplace: true }),

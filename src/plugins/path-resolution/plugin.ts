@@ -9,7 +9,7 @@ import {
   type ResolvedTarget,
 } from '../../core/index.js';
 import { parsePathResolutionOptions, type PathResolutionOptions } from './options.js';
-import { inspect, lexicalPath, resolveWith } from './resolve.js';
+import { describeStats, lexicalPath, resolveWithStats } from './resolve.js';
 import { normaliseForRuleMatch } from './rule-form.js';
 import { strategyFor } from './strategies.js';
 
@@ -25,13 +25,14 @@ export type ResolveContext = Pick<BrokerRequest, 'operation'> & { options?: Pick
 export async function resolveTarget(target: RequestTarget, request: ResolveContext, home: string): Promise<ResolvedTarget> {
   const strategy = strategyFor(request.operation, target.role, request.options?.followSymlinks, request.options?.recursive);
   const lexical = lexicalPath(target.path);
-  const resolved = await resolveWith(strategy, target.path);
+  // What the walk saw where it ended is what is there now: no second lstat.
+  const { path: resolved, stats } = resolveWithStats(strategy, target.path);
   return {
     ...target,
     lexical,
     resolved,
     ruleForm: normaliseForRuleMatch(resolved, { home }),
-    ...(await inspect(resolved)),
+    ...describeStats(stats),
   };
 }
 
@@ -55,10 +56,13 @@ export class PathResolutionPlugin implements BrokerPlugin {
       for (const draft of resolution.targets) {
         const target = await resolveTarget(draft, request, this.home);
         const { role, path: named, resolved, ruleForm, kind } = target;
-        context.log.debug(
-          { phase: 'resolve', operation: request.operation, role, path: named, normalisedPath: resolved, ruleForm, kind },
-          'path resolved',
-        );
+        // Asked of the broker's logger: the request's child logger is only made when something is logged.
+        if (broker.log.isLevelEnabled('debug')) {
+          context.log.debug(
+            { phase: 'resolve', operation: request.operation, role, path: named, normalisedPath: resolved, ruleForm, kind },
+            'path resolved',
+          );
+        }
         targets.push(target);
       }
       return { ...resolution, targets };

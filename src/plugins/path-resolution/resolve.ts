@@ -1,8 +1,8 @@
-import { lstat } from 'node:fs/promises';
+import { lstatSync, type Stats } from 'node:fs';
 import path from 'node:path';
-import { BrokerError, ErrorCodes, errnoOf, type PathKind } from '../../core/index.js';
+import { BrokerError, ErrorCodes, type PathKind } from '../../core/index.js';
 import type { ResolveStrategy } from './strategies.js';
-import { fsFailure, walk } from './walk.js';
+import { fsFailure, walkSync, type WalkResult } from './walk.js';
 
 /**
  * Absolute and lexically normalised: `.`, `..` and duplicate slashes removed, no
@@ -33,8 +33,12 @@ export function refuseProcSelf(p: string): void {
 
 /** Every link followed; the path must exist. */
 export async function resolveExisting(p: string): Promise<string> {
+  return existing(p).path;
+}
+
+function existing(p: string): WalkResult {
   refuseProcSelf(p);
-  return walk(p, { followFinal: true, allowMissingFinal: false });
+  return walkSync(p, { followFinal: true, allowMissingFinal: false });
 }
 
 /**
@@ -44,15 +48,20 @@ export async function resolveExisting(p: string): Promise<string> {
  * the final link) resolve fully instead, never to a path such as `/x/..`.
  */
 export async function resolveThroughParent(p: string): Promise<string> {
+  return throughParent(p).path;
+}
+
+function throughParent(p: string): WalkResult {
   refuseProcSelf(p);
   const trimmed = p.replace(/\/+$/, '');
   const cut = trimmed.lastIndexOf('/');
   const name = trimmed.slice(cut + 1);
-  if (trimmed === '' || name === '.' || name === '..') return resolveExisting(p);
-  if (trimmed !== p) return resolveExistingOrCreatable(p);
-  const parent = await walk(trimmed.slice(0, cut) || '/', { followFinal: true, allowMissingFinal: false });
-  await requireDirectory(parent, p);
-  return path.posix.join(parent, name);
+  if (trimmed === '' || name === '.' || name === '..') return existing(p);
+  if (trimmed !== p) return existingOrCreatable(p);
+  const parent = walkSync(trimmed.slice(0, cut) || '/', { followFinal: true, allowMissingFinal: false });
+  requireDirectory(parent, p);
+  const joined = path.posix.join(parent.path, name);
+  return { path: joined, stats: lstatOrNull(joined) };
 }
 
 /**
@@ -61,8 +70,12 @@ export async function resolveThroughParent(p: string): Promise<string> {
  * points at, because creating through it (open O_CREAT, touch) makes the file there.
  */
 export async function resolveExistingOrCreatable(p: string): Promise<string> {
+  return existingOrCreatable(p).path;
+}
+
+function existingOrCreatable(p: string): WalkResult {
   refuseProcSelf(p);
-  return walk(p, { followFinal: true, allowMissingFinal: true });
+  return walkSync(p, { followFinal: true, allowMissingFinal: true });
 }
 
 /**
@@ -71,50 +84,63 @@ export async function resolveExistingOrCreatable(p: string): Promise<string> {
  * `through-parent` (the final name is judged as is).
  */
 export async function resolveNearestAncestor(p: string): Promise<string> {
+  return nearestAncestor(p).path;
+}
+
+function nearestAncestor(p: string): WalkResult {
   refuseProcSelf(p);
   const components = p.split('/').filter(Boolean);
   for (let kept = components.length; kept >= 0; kept -= 1) {
     const prefix = `/${components.slice(0, kept).join('/')}`;
-    let ancestor: string;
+    let ancestor: WalkResult;
     try {
-      ancestor = await walk(prefix, { followFinal: true, allowMissingFinal: false });
+      ancestor = walkSync(prefix, { followFinal: true, allowMissingFinal: false });
     } catch (error) {
       if (error instanceof BrokerError && error.code === ErrorCodes.PATH_NOT_FOUND && error.errno === 'ENOENT') continue;
       throw error;
     }
-    if (kept === components.length) return resolveThroughParent(p);
-    await requireDirectory(ancestor, p);
+    if (kept === components.length) return throughParent(p);
+    requireDirectory(ancestor, p);
     // Missing components are plain names to be created; `..` among them is lexical.
-    return path.posix.join(ancestor, ...components.slice(kept));
+    const joined = path.posix.join(ancestor.path, ...components.slice(kept));
+    return { path: joined, stats: lstatOrNull(joined) };
   }
   throw new BrokerError(ErrorCodes.PATH_NOT_FOUND, `no existing ancestor of ${p}`, { errno: 'ENOENT' });
 }
 
-export function resolveWith(strategy: ResolveStrategy, p: string): Promise<string> {
+/**
+ * Resolve by a strategy, keeping what the walk saw at the end (the `lstat` `inspect`
+ * would repeat). Synchronous: see `walkSync`.
+ */
+export function resolveWithStats(strategy: ResolveStrategy, p: string): WalkResult {
   switch (strategy) {
     case 'nearest-ancestor':
-      return resolveNearestAncestor(p);
+      return nearestAncestor(p);
     case 'existing':
-      return resolveExisting(p);
+      return existing(p);
     case 'through-parent':
-      return resolveThroughParent(p);
+      return throughParent(p);
     case 'existing-or-creatable':
-      return resolveExistingOrCreatable(p);
+      return existingOrCreatable(p);
   }
+}
+
+export async function resolveWith(strategy: ResolveStrategy, p: string): Promise<string> {
+  return resolveWithStats(strategy, p).path;
 }
 
 /** What is at `p` now, without following a final link, and how many names a file has. */
 export async function inspect(p: string): Promise<{ kind: PathKind; links?: number }> {
-  try {
-    const stats = await lstat(p);
-    if (stats.isSymbolicLink()) return { kind: 'symlink' };
-    if (stats.isFile()) return { kind: 'file', links: stats.nlink };
-    if (stats.isDirectory()) return { kind: 'directory' };
-    return { kind: 'other' };
-  } catch (error) {
-    if (errnoOf(error) === 'ENOENT') return { kind: 'absent' };
-    throw fsFailure(error, p);
-  }
+  return describeStats(lstatOrNull(p));
+}
+
+/** The kind (and link count of a file) an `lstat` result stands for; `null`: absent. */
+export function describeStats(stats: Stats | null): { kind: PathKind; links?: number } {
+  if (stats === null) return { kind: 'absent' };
+  if (stats.isSymbolicLink()) return { kind: 'symlink' };
+  if (stats.isFile()) return { kind: 'file', links: stats.nlink };
+  if (stats.isDirectory()) return { kind: 'directory' };
+  return { kind: 'other' };
 }
 
 /** What is at `p` now, without following a final link. */
@@ -122,14 +148,19 @@ export async function kindOf(p: string): Promise<PathKind> {
   return (await inspect(p)).kind;
 }
 
-async function requireDirectory(parent: string, raw: string): Promise<void> {
-  let isDirectory: boolean;
+function lstatOrNull(p: string): Stats | null {
   try {
-    isDirectory = (await lstat(parent)).isDirectory();
+    return lstatSync(p, { throwIfNoEntry: false }) ?? null;
   } catch (error) {
-    throw fsFailure(error, raw);
+    throw fsFailure(error, p);
   }
-  if (!isDirectory) {
+}
+
+function requireDirectory(parent: WalkResult, raw: string): void {
+  // The walk followed every link to the parent, so what it saw there is the directory itself.
+  const stats = parent.stats ?? lstatOrNull(parent.path);
+  if (stats === null) throw new BrokerError(ErrorCodes.PATH_NOT_FOUND, `${raw} does not exist (ENOENT)`, { errno: 'ENOENT' });
+  if (!stats.isDirectory()) {
     throw new BrokerError(ErrorCodes.PATH_NOT_FOUND, `the parent of ${raw} is not a directory`, { errno: 'ENOTDIR' });
   }
 }
