@@ -19,7 +19,7 @@ import { commandEnv, revision, toolVersion } from './kernel-runtime.js';
 import { measureWorkload, type WorkloadResult } from './lib/compare.js';
 import { MachineLoad } from './lib/machine-load.js';
 import { backupRows, pipelineRows, reflinkSupport, socketRows, type BackupRow, type MicroRow } from './lib/micro.js';
-import { RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
+import { DEFAULT_RUNNER_IDS, RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
 import { loadProduct } from './lib/sandbox-runner.js';
 import { REPO_ROOT, benchTempDir } from './lib/serve.js';
 import { renderBenchReport, type BenchReport } from './lib/summary.js';
@@ -46,7 +46,7 @@ const USAGE = `usage: npm run bench [-- options]   (each option also from the en
   --cli-runs N       runs per runner, whole-CLI startup (BENCH_CLI_RUNS, 5)
   --only LIST        workloads and microbenchmarks to run (BENCH_ONLY, all):
                      ${[...WORKLOAD_IDS, ...MICRO_IDS].join(',')}
-  --runners LIST     (BENCH_RUNNERS, ${RUNNER_IDS.join(',')}); native is always kept as the reference
+  --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn); native is always kept as the reference
   --out DIR          where latest.md and latest.json go (BENCH_OUT, bench/results)
 Sizes at scale 1: read 20,000 files; sed 1,000; create 10,000; git 5,000; tar 1,000;
 socket and pipeline 5,000 requests per case; backups 16 × 4 MiB per mode.
@@ -82,7 +82,7 @@ export function parseBenchOptions(argv: string[], env: NodeJS.ProcessEnv = proce
   const get = (name: (typeof names)[number]) => (given[name] as string | undefined) ?? env[`BENCH_${name.toUpperCase().replace('-', '_')}`];
   const scale = number('--scale', get('scale'), 1, 0.001, false);
   const sized = (full: number, min: number) => Math.max(min, Math.round(full * scale));
-  const runners = list('--runners', get('runners'), RUNNER_IDS) ?? [...RUNNER_IDS];
+  const runners = list('--runners', get('runners'), RUNNER_IDS) ?? [...DEFAULT_RUNNER_IDS];
   return {
     scale,
     runs: number('--runs', get('runs'), 5, 1),

@@ -5,12 +5,15 @@ import { CLI, REPO_ROOT } from './serve.js';
 import { startPlain, timeProcess, type TimedRun } from './timed-process.js';
 
 /** The runners compared side by side, in table order. */
-export const RUNNER_IDS = ['native', 'seccomp', 'preload', 'srt'] as const;
+export const RUNNER_IDS = ['native', 'seccomp', 'seccomp-turn', 'preload', 'srt'] as const;
 export type RunnerId = (typeof RUNNER_IDS)[number];
+/** Run unless --runners says otherwise: seccomp-turn only differs where backups are made. */
+export const DEFAULT_RUNNER_IDS: readonly RunnerId[] = ['native', 'seccomp', 'preload', 'srt'];
 
 export const RUNNER_LABELS: Record<RunnerId, string> = {
   native: 'native bash',
   seccomp: 'brokered-shell seccomp',
+  'seccomp-turn': 'brokered-shell seccomp, durability turn',
   preload: 'brokered-shell preload',
   srt: 'srt 0.0.83 (bubblewrap)',
 };
@@ -67,30 +70,33 @@ class NativeRunner implements Runner {
 }
 
 type AgentModule = typeof import('../../src/index.js');
+type SessionRunnerId = 'seccomp' | 'seccomp-turn' | 'preload';
 
 /**
  * brokered-shell at library level, the way an agent embeds it: one `SandboxSession`
  * (broker with the standard plugins, its socket server, the chosen runtime) for the whole
- * bench; each run is one turn, and only `execute` is timed (begin and commit are not).
+ * bench; each run is one turn. `execute` and the turn's commit are timed (begin is not):
+ * with durability `turn` the commit is where the backups are synced.
  */
 class SessionRunner implements Runner {
   #records = 0;
   private constructor(
-    readonly id: 'seccomp' | 'preload',
+    readonly id: SessionRunnerId,
     private readonly ctx: RunnerContext,
     private readonly session: SandboxSession,
   ) {}
 
-  static async open(id: 'seccomp' | 'preload', ctx: RunnerContext, product: AgentModule): Promise<SessionRunner> {
+  static async open(id: SessionRunnerId, ctx: RunnerContext, product: AgentModule): Promise<SessionRunner> {
+    const runtime = id === 'preload' ? 'preload' : 'seccomp';
     const session = await product.createSandboxSession({
       workspace: ctx.workspace,
       sessionId: `bench-${id}`,
-      config: { sandbox: { runtime: id } },
+      config: { sandbox: { runtime }, ...(id === 'seccomp-turn' ? { fileBackup: { durability: 'turn' as const } } : {}) },
       home: ctx.home,
       env: ctx.env,
       storeUnavailable: 'deny-changes',
     });
-    if (session.runtime !== id) throw new Error(`asked for the ${id} runtime, got ${String(session.runtime)}`);
+    if (session.runtime !== runtime) throw new Error(`asked for the ${runtime} runtime, got ${String(session.runtime)}`);
     const runner = new SessionRunner(id, ctx, session);
     product.getAuditHooks(session.broker).record.tap('bench-count', () => {
       runner.#records += 1;
@@ -103,9 +109,9 @@ class SessionRunner implements Runner {
     const before = this.#records;
     const t0 = process.hrtime.bigint();
     const result = await this.session.execute(command, { cwd, output: 'capture', maxOutputBytes: 256 * 1024 * 1024 });
-    const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
     const requests = this.#records - before;
     const ended = await this.session.endTurn({ message: 'bench' });
+    const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
     if (!ended.ok) throw new Error(`${this.id}: the turn could not be committed: ${ended.error ?? '?'}`);
     const blocked = result.promptBlocks.length > 0 ? `\nneeds approval: ${result.promptBlocks.length} paths` : '';
     return {
@@ -119,7 +125,8 @@ class SessionRunner implements Runner {
   }
 
   cli(command: string, cwd: string): Promise<RunResult> {
-    return plain(process.execPath, [CLI, 'run', '--runtime', this.id, '--workspace', cwd, '--', command], cwd, this.ctx.env);
+    const runtime = this.id === 'preload' ? 'preload' : 'seccomp';
+    return plain(process.execPath, [CLI, 'run', '--runtime', runtime, '--workspace', cwd, '--', command], cwd, this.ctx.env);
   }
 
   close(): Promise<void> {
