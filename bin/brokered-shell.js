@@ -1,5 +1,93 @@
 #!/usr/bin/env node
-// Thin launcher: the CLI lives in the compiled package (npm install builds it).
-import { main } from '../dist/cli/main.js';
+// Thin launcher: the CLI lives in the compiled package (npm install builds it). Loading dist/
+// as 200+ ES modules costs several times Node's own start, so when the one-file bundle of it
+// (toolchain/bundle-cli.mjs) is current, that is compiled instead, from a V8 code cache.
+// CommonJS (bin/package.json) for the same reason: an ES module entry starts slower.
+'use strict';
+const { readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs');
+const { createRequire } = require('node:module');
+const path = require('node:path');
+const vm = require('node:vm');
 
-process.exitCode = await main(process.argv);
+const root = path.join(__dirname, '..');
+// Kept in step with toolchain/bundle-stamps.mjs (not imported: every module costs at start).
+const STAMP_FILES = ['dist/cli/main.js', 'node_modules/.package-lock.json'];
+
+function fingerprint(file) {
+  const info = statSync(path.join(root, file), { throwIfNoEntry: false });
+  return String(info && [info.mtimeMs, info.size]);
+}
+
+/** '' for a plain `node`, else a short hash of its flags (FNV-1a: no crypto module at start). */
+function flagsKey() {
+  const flags = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].join('\0');
+  if (flags === '') return '';
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < flags.length; i += 1) hash = Math.imul(hash ^ flags.charCodeAt(i), 0x01000193);
+  return `-${(hash >>> 0).toString(16)}`;
+}
+
+/** The bundle's `main` and a function that saves its code cache, or undefined to use dist/. */
+function loadBundle() {
+  if (process.env.BROKERED_SHELL_NO_BUNDLE === '1') return undefined;
+  const dir = path.join(root, 'dist', 'bundle');
+  let manifest;
+  let source;
+  try {
+    manifest = JSON.parse(readFileSync(path.join(dir, 'cli.json'), 'utf8'));
+    // Built from another dist/ than the one on disk (a later tsc or npm install): stale.
+    if (!STAMP_FILES.every((file) => fingerprint(file) === String(manifest.stamps[file]))) return undefined;
+    // An ASCII bundle (the usual case) reads faster as latin1: no UTF-8 decoding.
+    source = readFileSync(path.join(dir, 'cli.cjs'), manifest.ascii === true ? 'latin1' : 'utf8');
+    // Replaced by a build between the two reads: not the bundle the manifest describes.
+    if (manifest.ascii === true && source.length !== manifest.size) return undefined;
+  } catch {
+    return undefined;
+  }
+  // V8 checks a cache only against the source's length and its own version and flags: the
+  // bundle's id in the name ties the cache to these exact bytes, and runs with other flags
+  // (a profiler, NODE_OPTIONS) get their own file instead of rejecting and rewriting this one.
+  const cacheFile = path.join(dir, `cli.${manifest.id}.${process.version}-${process.arch}${flagsKey()}.cache`);
+  let cachedData;
+  try {
+    cachedData = readFileSync(cacheFile);
+  } catch {
+    // No cache yet: made after this run.
+  }
+  const filename = path.join(dir, 'cli.cjs');
+  const wrapped = `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
+  const script = new vm.Script(wrapped, { filename, cachedData });
+  const bundle = { exports: {} };
+  script.runInThisContext()(bundle.exports, createRequire(filename), bundle, filename, dir);
+  const saveCache = () => {
+    if (cachedData !== undefined && !script.cachedDataRejected) return;
+    // After the run, so the functions it compiled lazily are in the cache too (a cache made
+    // right after compiling costs ~40 ms more per start). A read-only install, or another
+    // process writing the same file, just means no cache this time.
+    const temp = `${cacheFile}.${process.pid}.tmp`;
+    try {
+      writeFileSync(temp, script.createCachedData());
+      renameSync(temp, cacheFile);
+    } catch {
+      try {
+        rmSync(temp, { force: true });
+      } catch {
+        // Nothing was written.
+      }
+    }
+  };
+  return { main: bundle.exports.main, saveCache };
+}
+
+async function start() {
+  const bundled = loadBundle();
+  const { main } = bundled ?? (await import('../dist/cli/main.js'));
+  process.exitCode = await main(process.argv);
+  bundled?.saveCache();
+}
+
+start().catch((error) => {
+  // What an ES module entry does with a rejected top-level await: report and fail.
+  process.exitCode = 1;
+  console.error(error);
+});

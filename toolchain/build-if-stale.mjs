@@ -2,11 +2,14 @@
 // Build the native parts (node-gyp) or the TypeScript (tsc) only when an output is
 // missing or older than a source. npm runs `install` and `prepare` again whenever
 // `npx brokered-shell` resolves this package; without this check every first npx call
-// would rebuild everything (a minute and more on a small machine).
+// would rebuild everything (a minute and more on a small machine). `ts` also refreshes the
+// one-file bundle of the CLI (toolchain/bundle-cli.mjs) when tsc ran or npm reinstalled the
+// dependencies since it was made; the bin falls back to dist/ without it.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundleIsCurrent } from './bundle-stamps.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const jobs = {
@@ -24,6 +27,10 @@ const jobs = {
     sources: ['src', 'tsconfig.json', 'tsconfig.build.json'],
     outputs: ['dist/index.js', 'dist/cli/main.js'],
     command: ['tsc', '-p', 'tsconfig.build.json'],
+    after: {
+      command: [process.execPath, 'toolchain/bundle-cli.mjs'],
+      needed: () => !bundleIsCurrent(root) || oldestOutput(['dist/bundle/cli.json']) < newest('toolchain'),
+    },
   },
 };
 
@@ -51,11 +58,17 @@ if (!job) {
   console.error(`usage: build-if-stale.mjs ${Object.keys(jobs).join('|')}`);
   process.exit(2);
 }
-if (process.env.BROKERED_SHELL_FORCE_BUILD !== '1' && oldestOutput(job.outputs) >= Math.max(...job.sources.map(newest))) {
-  process.exit(0);
-}
+const force = process.env.BROKERED_SHELL_FORCE_BUILD === '1';
 // npm puts node_modules/.bin (and its own node-gyp) on PATH for lifecycle scripts; add
 // the local bin dir for manual runs too.
 const env = { ...process.env, PATH: [path.join(root, 'node_modules', '.bin'), process.env.PATH].filter(Boolean).join(path.delimiter) };
-const result = spawnSync(job.command[0], job.command.slice(1), { cwd: root, stdio: 'inherit', env });
-process.exit(result.status ?? 1);
+const run = (command) => spawnSync(command[0], command.slice(1), { cwd: root, stdio: 'inherit', env }).status ?? 1;
+const built = force || oldestOutput(job.outputs) < Math.max(...job.sources.map(newest));
+if (built) {
+  const status = run(job.command);
+  if (status !== 0) process.exit(status);
+}
+if (job.after && (built || job.after.needed())) {
+  // Only a speed-up: without it the CLI still runs, from dist/.
+  if (run(job.after.command) !== 0) console.error('build-if-stale: the CLI bundle was not built; the CLI runs from dist/ (slower start)');
+}

@@ -1,0 +1,119 @@
+import { spawnSync } from 'node:child_process';
+import { statSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { REPO_ROOT, tempDir } from './helpers.js';
+
+// bin/brokered-shell.js runs dist/bundle/cli.cjs (toolchain/bundle-cli.mjs) only while the
+// stamps its manifest recorded still match, else dist/cli/main.js. A copy of the package
+// with a stand-in bundle that says who answered tells the two apart.
+const STAND_IN = `'use strict';\nexports.main = async (argv) => { process.stdout.write('bundle:' + argv.slice(2).join(' ') + '\\n'); return 0; };\n`;
+const STAMP_FILES = ['dist/cli/main.js', 'node_modules/.package-lock.json'];
+
+let pkg: string;
+const bundleDir = () => path.join(pkg, 'dist', 'bundle');
+
+function stamp(file: string): [number, number] | undefined {
+  const info = statSync(path.join(pkg, file), { throwIfNoEntry: false });
+  return info && [info.mtimeMs, info.size];
+}
+
+async function writeBundle(source = STAND_IN): Promise<void> {
+  await fs.mkdir(bundleDir(), { recursive: true });
+  await fs.writeFile(path.join(bundleDir(), 'cli.cjs'), source);
+  const stamps = Object.fromEntries(STAMP_FILES.map((file) => [file, stamp(file)]));
+  const manifest = { id: 'standin0standin0', size: Buffer.byteLength(source), ascii: true, stamps };
+  await fs.writeFile(path.join(bundleDir(), 'cli.json'), JSON.stringify(manifest));
+}
+
+function launch(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const env = { ...process.env };
+  delete env.BROKERED_SHELL_NO_BUNDLE;
+  const result = spawnSync(process.execPath, [path.join(pkg, 'bin', 'brokered-shell.js'), ...args], { env, encoding: 'utf8' });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+async function cacheFiles(): Promise<string[]> {
+  return (await fs.readdir(bundleDir())).filter((name) => name.endsWith('.cache'));
+}
+
+beforeEach(async () => {
+  pkg = await tempDir('bs-launcher-');
+  await fs.cp(path.join(REPO_ROOT, 'bin'), path.join(pkg, 'bin'), { recursive: true });
+  await fs.cp(path.join(REPO_ROOT, 'package.json'), path.join(pkg, 'package.json'));
+  await fs.cp(path.join(REPO_ROOT, 'dist'), path.join(pkg, 'dist'), {
+    recursive: true,
+    filter: (source) => path.basename(source) !== 'bundle' && !source.endsWith('.map') && !source.endsWith('.d.ts'),
+  });
+  await fs.symlink(path.join(REPO_ROOT, 'node_modules'), path.join(pkg, 'node_modules'));
+});
+
+describe('launcher: a current bundle', () => {
+  it('runs the bundle, writes its code cache after the first run and reuses it', async () => {
+    await writeBundle();
+    expect(launch('a', 'b')).toMatchObject({ status: 0, stdout: 'bundle:a b\n' });
+    const caches = await cacheFiles();
+    expect(caches).toHaveLength(1);
+    const [cache] = caches;
+    // Named by the bundle's id, Node's version and platform (and a hash of any Node flags).
+    expect(cache?.startsWith(`cli.standin0standin0.${process.version}-${process.arch}`)).toBe(true);
+    const first = await fs.stat(path.join(bundleDir(), cache!));
+    expect(first.size).toBeGreaterThan(0);
+    expect(launch('c')).toMatchObject({ status: 0, stdout: 'bundle:c\n' });
+    // Accepted by V8, so not written again.
+    expect((await fs.stat(path.join(bundleDir(), cache!))).mtimeMs).toBe(first.mtimeMs);
+  });
+
+  it('replaces a cache V8 rejects', async () => {
+    await writeBundle();
+    expect(launch('x')).toMatchObject({ status: 0, stdout: 'bundle:x\n' });
+    const [name] = await cacheFiles();
+    const cache = path.join(bundleDir(), name!);
+    await fs.writeFile(cache, 'not a code cache');
+    expect(launch('x')).toMatchObject({ status: 0, stdout: 'bundle:x\n' });
+    expect((await fs.readFile(cache)).toString('latin1')).not.toBe('not a code cache');
+    expect((await fs.stat(cache)).size).toBeGreaterThan(100);
+  });
+});
+
+describe('launcher: falls back to dist/cli/main.js', () => {
+  const realCli = (result: ReturnType<typeof launch>) => {
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('Usage: brokered-shell');
+    expect(result.stdout).not.toContain('bundle:');
+  };
+
+  it('without a bundle', () => {
+    realCli(launch('--help'));
+  });
+
+  it('when dist/ was rebuilt after the bundle (the stamp moved)', async () => {
+    await writeBundle();
+    const main = path.join(pkg, 'dist', 'cli', 'main.js');
+    await fs.writeFile(main, await fs.readFile(main));
+    realCli(launch('--help'));
+    expect(await cacheFiles()).toEqual([]);
+  });
+
+  it('when the manifest is missing (a bundle build in progress or failed)', async () => {
+    await writeBundle();
+    await fs.rm(path.join(bundleDir(), 'cli.json'));
+    realCli(launch('--help'));
+  });
+
+  it('when the bundle on disk is not the one the manifest describes', async () => {
+    await writeBundle();
+    await fs.appendFile(path.join(bundleDir(), 'cli.cjs'), '// another build\n');
+    realCli(launch('--help'));
+  });
+
+  it('when BROKERED_SHELL_NO_BUNDLE=1', async () => {
+    await writeBundle();
+    const result = spawnSync(process.execPath, [path.join(pkg, 'bin', 'brokered-shell.js'), '--help'], {
+      env: { ...process.env, BROKERED_SHELL_NO_BUNDLE: '1' },
+      encoding: 'utf8',
+    });
+    realCli({ status: result.status, stdout: result.stdout, stderr: result.stderr });
+  });
+});
