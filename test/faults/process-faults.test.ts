@@ -118,7 +118,8 @@ describe('processes killed mid-command', () => {
     const reaped = await reapedIn(report);
     expect(reaped).toContainEqual({ pid: killed.run, comm: 'node', how: 'signal', status: 9 });
     expect(reaped).toContainEqual({ pid: killed.supervisor, comm: 'brokered-sandbo', how: 'exit', status: 125 });
-    expect(result.stderr).toMatch(/brokered-sandbox: broker channel lost \(end of stream\): stopping the command/);
+    // A killed peer shows as end of stream or as a reset, depending on what was in flight.
+    expect(result.stderr).toMatch(/brokered-sandbox: broker channel lost \((end of stream|read error)\): stopping the command/);
     // The command was killed: it never reached its end, and nothing of its tree is left.
     expect(result.out).not.toContain('@@end');
     expect(killed.tree.length).toBeGreaterThan(0);
