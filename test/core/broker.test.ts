@@ -15,7 +15,7 @@ const request = (overrides: Partial<BrokerRequestInput> = {}): BrokerRequestInpu
   origin: 'api',
   action: 'check',
   operation: 'open',
-  targets: [{ role: 'path', path: '/work/a.txt', access: 'write' }],
+  targets: [{ role: 'path', path: '/project/a.txt', access: 'write' }],
   sessionId: 's1',
   ...overrides,
 });
@@ -75,8 +75,8 @@ describe('Broker pipeline', () => {
       request({
         operation: 'rename',
         targets: [
-          { role: 'from', path: '/work/a.txt', access: 'delete' },
-          { role: 'to', path: '/work/key.pem', access: 'write' },
+          { role: 'from', path: '/project/a.txt', access: 'delete' },
+          { role: 'to', path: '/project/key.pem', access: 'write' },
         ],
       }),
     );
