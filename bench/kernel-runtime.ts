@@ -46,6 +46,7 @@ import {
 import { formatNumber, formatRatio } from './lib/table.js';
 import { startPlain, timeProcess, type TimedRun } from './lib/timed-process.js';
 import { gitEnv, textOf, writeGitRepo, writeTree } from './lib/trees.js';
+import { positiveInt } from './lib/cli-options.js';
 
 interface CaseDef {
   id: string;
@@ -700,13 +701,6 @@ export async function runKernelRuntime(options: KernelRuntimeOptions): Promise<K
   report.environment.otherLoad = `${(load.othersShare(cpus.length) * 100).toFixed(0)} %`;
   report.environment.loadavg += ` at the start, ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end`;
   return report;
-}
-
-function positiveInt(name: string, value: string | undefined, fallback: number, min = 1): number {
-  if (value === undefined || value === '') return fallback;
-  const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < min) throw new Error(`${name} must be an integer of at least ${min}, got ${JSON.stringify(value)}`);
-  return parsed;
 }
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): KernelRuntimeOptions & { json?: string; help: boolean } {

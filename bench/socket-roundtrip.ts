@@ -20,6 +20,7 @@ import { measure, type CaseResult, type CaseSpec, type MeasureOptions } from './
 import { growthTable, profileTable, resultsTable } from './lib/report.js';
 import { REPO_ROOT, benchTempDir, startServe, type ServeProcess } from './lib/serve.js';
 import { formatNumber } from './lib/table.js';
+import { positiveInt } from './lib/cli-options.js';
 
 export interface RoundtripOptions extends MeasureOptions {
   /** Distinct files for the read-write first-touch (backup) case. */
@@ -232,13 +233,6 @@ export function renderReport(report: RoundtripReport): string {
     parts.push(profileTable('Inclusive time, our own functions', report.profile.inclusiveOwn));
   }
   return `${parts.join('\n\n')}\n`;
-}
-
-function positiveInt(name: string, value: string | undefined, fallback: number, min = 1): number {
-  if (value === undefined || value === '') return fallback;
-  const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < min) throw new Error(`${name} must be an integer of at least ${min}, got ${JSON.stringify(value)}`);
-  return parsed;
 }
 
 export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): RoundtripOptions & { json?: string; help: boolean } {

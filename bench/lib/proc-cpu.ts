@@ -3,7 +3,8 @@ import { readFileSync } from 'node:fs';
 
 let ticksPerSecond: number | undefined;
 
-function clockTicks(): number {
+/** Clock ticks per second (`getconf CLK_TCK`), the unit of /proc/<pid>/stat's CPU times. */
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;

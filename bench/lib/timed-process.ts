@@ -1,7 +1,8 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
+import { clockTicks } from './proc-cpu.js';
 
 /** A started process and how to learn that it is over. */
 export interface StartedProcess {
@@ -30,25 +31,12 @@ export interface TimedRun {
   childCpuMs: number;
 }
 
-let ticksPerSecond: number | undefined;
-
-function clockTicksPerSecond(): number {
-  if (ticksPerSecond === undefined) {
-    try {
-      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-    } catch {
-      ticksPerSecond = 100;
-    }
-  }
-  return ticksPerSecond;
-}
-
 /** `cutime + cstime` of this process in ms: CPU of every child (and its reaped descendants) already waited for. */
 export function reapedChildrenCpuMs(): number {
   const stat = readFileSync('/proc/self/stat', 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // Fields 16 and 17 of proc(5), counted after the command name: index 13 and 14 here.
-  return ((Number(fields[13]) + Number(fields[14])) * 1000) / clockTicksPerSecond();
+  return ((Number(fields[13]) + Number(fields[14])) * 1000) / clockTicks();
 }
 
 async function drained(stream: Readable | null | undefined): Promise<void> {

@@ -17,12 +17,13 @@
 #include <unistd.h>
 #include <utime.h>
 
-/* By path: `with_fd` (using `fd`) on a grant, else `real`. */
-#define GUARD_PATH(dirfd, path, nofollow, with_fd, real)                   \
+/* `with_fd` (using `fd`) when `check` (which may set `fd`) says the broker granted one,
+ * else `real`; errno as the caller left it either way. */
+#define GUARD(check, with_fd, real)                                        \
   do {                                                                     \
     struct bp_saved_errno saved_ = BP_SAVE_ERRNO();                        \
     int fd = -1;                                                           \
-    switch (bp_check_path_change((dirfd), (path), (nofollow), &fd)) {     \
+    switch (check) {                                                       \
       case BP_FAIL:                                                        \
         return -1;                                                         \
       case BP_USE_FD:                                                      \
@@ -35,23 +36,12 @@
     return (real);                                                         \
   } while (0)
 
-/* By fd: `with_fd` on the broker's fd (named `fd` there) on a grant, else `real`. */
-#define GUARD_FD(target, with_fd, real)                                    \
-  do {                                                                     \
-    struct bp_saved_errno saved_ = BP_SAVE_ERRNO();                        \
-    int fd = -1;                                                           \
-    switch (bp_check_fd_change((target), &fd)) {                          \
-      case BP_FAIL:                                                        \
-        return -1;                                                         \
-      case BP_USE_FD:                                                      \
-        BP_RESTORE_ERRNO(saved_);                                          \
-        return bp_finish_fd(fd, (with_fd));                                \
-      case BP_PROCEED:                                                     \
-        break;                                                             \
-    }                                                                      \
-    BP_RESTORE_ERRNO(saved_);                                              \
-    return (real);                                                         \
-  } while (0)
+/* By path. */
+#define GUARD_PATH(dirfd, path, nofollow, with_fd, real) \
+  GUARD(bp_check_path_change((dirfd), (path), (nofollow), &fd), with_fd, real)
+
+/* By fd: `with_fd` runs on the broker's fd (named `fd` there). */
+#define GUARD_FD(target, with_fd, real) GUARD(bp_check_fd_change((target), &fd), with_fd, real)
 
 /* truncate */
 BP_EXPORT int truncate(const char *path, off_t length) {

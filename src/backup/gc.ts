@@ -6,7 +6,8 @@ import { z } from 'zod';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { errorCode, fsyncDir, mkdirPrivate } from './fs-util.js';
-import { blobRelativePath, sessionBackupDir, sha256Schema, storeLayout, type StoreLayout } from './layout.js';
+import { BackupHome } from './backup-home.js';
+import { blobRelativePath, sessionBackupDir, sha256Schema, storeLayout, validateSessionId, type StoreLayout } from './layout.js';
 import type { BackupEntry, TurnManifest } from './manifest-schema.js';
 import type { MetadataOps } from './metadata-ops.js';
 import { SessionBackupStore } from './session-store.js';
@@ -252,6 +253,14 @@ export async function mustExist(layout: StoreLayout, sessionId: string): Promise
   if (!stats?.isDirectory()) {
     throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no backups for session ${sessionId}`, { details: { sessionId } });
   }
+}
+
+/** The session named (TURN_NOT_FOUND when it has no store), or every session of the home. */
+export async function selectSessions(home: string, sessionId: string | undefined): Promise<string[]> {
+  if (sessionId === undefined) return new BackupHome({ home }).listSessions();
+  const id = validateSessionId(sessionId);
+  await mustExist(sessionLayout(home, id), id);
+  return [id];
 }
 
 /**

@@ -3,7 +3,6 @@ import path from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
-import { BackupHome } from './backup-home.js';
 import { errorCode, fsyncDir, mkdirPrivate } from './fs-util.js';
 import {
   GC_GRACE_MS,
@@ -13,14 +12,14 @@ import {
   isRecent,
   listBlobsOnDisk,
   maintenancePaths,
-  mustExist,
+  selectSessions,
   sessionLayout,
   staleTemps,
   type BlobOnDisk,
   type GcReport,
   type SessionLock,
 } from './gc.js';
-import { journalFileName, manifestFileName, validateSessionId, type StoreLayout } from './layout.js';
+import { journalFileName, manifestFileName, type StoreLayout } from './layout.js';
 import { readManifestsIn } from './manifest-io.js';
 import { turnKindSchema, turnManifestSchema, type TurnManifest } from './manifest-schema.js';
 import type { MetadataOps } from './metadata-ops.js';
@@ -393,14 +392,7 @@ export async function pruneBackups(options: PruneOptions): Promise<PruneReport> 
   }
   if (criteria.cutoff !== undefined && !Number.isFinite(criteria.cutoff)) throw new BrokerError(ErrorCodes.INVALID_OPTIONS, 'invalid olderThan');
 
-  let sessionIds: string[];
-  if (options.sessionId !== undefined) {
-    const id = validateSessionId(options.sessionId);
-    await mustExist(sessionLayout(home, id), id);
-    sessionIds = [id];
-  } else {
-    sessionIds = await new BackupHome({ home }).listSessions();
-  }
+  const sessionIds = await selectSessions(home, options.sessionId);
 
   // Locked before reading, so the plan is not made stale by another prune; a dry run changes nothing, not even a lock.
   const locks: SessionLock[] = [];

@@ -1,9 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { silentLogger, type Logger } from '../core/logger.js';
-import { BackupHome } from './backup-home.js';
-import { entryBlob, listBlobsOnDisk, mustExist, sessionLayout } from './gc.js';
-import { validateSessionId } from './layout.js';
+import { entryBlob, listBlobsOnDisk, selectSessions, sessionLayout } from './gc.js';
 import { readManifestsIn } from './manifest-io.js';
 
 /**
@@ -57,14 +55,7 @@ export interface StatsOptions {
 export async function backupStats(options: StatsOptions): Promise<StatsReport> {
   const home = path.resolve(options.home);
   const log = options.logger ?? silentLogger();
-  let sessionIds: string[];
-  if (options.sessionId !== undefined) {
-    const id = validateSessionId(options.sessionId);
-    await mustExist(sessionLayout(home, id), id);
-    sessionIds = [id];
-  } else {
-    sessionIds = await new BackupHome({ home }).listSessions();
-  }
+  const sessionIds = await selectSessions(home, options.sessionId);
   const sessions: SessionStats[] = [];
   for (const sessionId of sessionIds) sessions.push(await sessionStats(home, sessionId, log));
   const total = emptyTotals();

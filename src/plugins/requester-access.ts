@@ -100,7 +100,9 @@ export class RequesterAccessPlugin implements BrokerPlugin {
 
   constructor(options: RequesterAccessOptions = {}) {
     this.#peerRequester = options.peerRequester ?? procRequester;
-    this.#sandboxRequester = options.sandboxRequester ?? ownRequester;
+    // This process's ids do not change while it runs: asked once, not per request.
+    let own: Requester | undefined;
+    this.#sandboxRequester = options.sandboxRequester ?? (() => (own ??= ownRequester()));
     this.#stat = options.stat ?? statOrUndefined;
   }
 
