@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C } from 'node:fs';
+import { constants as C, type BigIntStats } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { readBufferFor } from './fs-util.js';
 
@@ -7,6 +7,13 @@ import { readBufferFor } from './fs-util.js';
 
 /** The source grew past the cap while we copied it. */
 export class SourceTooLarge extends Error {}
+
+/** The source changed while we copied it; the caller retries. */
+export class SourceChanged extends Error {}
+
+export const sameIdentity = (a: BigIntStats, b: BigIntStats) => a.dev === b.dev && a.ino === b.ino;
+export const unchanged = (a: BigIntStats, b: BigIntStats) =>
+  sameIdentity(a, b) && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
 /** Copy `source` (from offset 0) into a new temp file, hashing what was read. */
 export async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: number): Promise<string> {

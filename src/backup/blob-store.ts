@@ -1,10 +1,11 @@
 import fs from 'node:fs/promises';
-import { constants as C, type BigIntStats } from 'node:fs';
+import { constants as C, lutimesSync, mkdirSync, renameSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { blobRelativePath, sha256Schema, type StoreLayout } from './layout.js';
-import { SourceTooLarge, pump, streamCopy } from './blob-copy.js';
+import { SourceChanged, SourceTooLarge, pump, sameIdentity, streamCopy, unchanged } from './blob-copy.js';
+import { SMALL_FILE_BYTES, copySmallToTemp, smallBlobIsIntact } from './blob-small.js';
 import {
   errorCode,
   fdatasyncFile,
@@ -41,9 +42,6 @@ export interface StoredBlob {
   stats: BigIntStats;
 }
 
-/** The source changed while we copied it; the caller retries. */
-class SourceChanged extends Error {}
-
 
 export interface SnapshotOptions {
   /**
@@ -59,9 +57,6 @@ const SYNC_CONCURRENCY = 16;
 /** How many times a file that keeps changing under us is copied before we give up. */
 const COPY_ATTEMPTS = 3;
 
-const sameIdentity = (a: BigIntStats, b: BigIntStats) => a.dev === b.dev && a.ino === b.ino;
-const unchanged = (a: BigIntStats, b: BigIntStats) =>
-  sameIdentity(a, b) && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
 /**
  * Content-addressed storage. A blob gets its final name only once it is complete and its
@@ -97,7 +92,10 @@ export class BlobStore {
     for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
       const tmp = path.join(this.#layout.tmp, tempName('b-'));
       try {
-        const { sha256, size, stats } = await this.#copyToTemp(file, seen, tmp, maxBytes);
+        const small = seen.size <= BigInt(SMALL_FILE_BYTES);
+        const { sha256, size, stats } = small
+          ? await copySmallToTemp(file, seen, tmp, maxBytes, this.#faults?.afterCopy)
+          : await this.#copyToTemp(file, seen, tmp, maxBytes);
         return { ...(await this.#commitTemp(tmp, sha256, size, sync)), stats };
       } catch (error) {
         await removeQuietly(tmp);
@@ -178,16 +176,16 @@ export class BlobStore {
   async #commitTemp(tmp: string, sha256: string, size: number, sync: boolean): Promise<Omit<StoredBlob, 'stats'>> {
     const relative = blobRelativePath(sha256);
     const final = path.join(this.#layout.root, relative);
-    if (await this.#reusable(final, sha256, sync)) {
+    if (await this.#reusable(final, sha256, size, sync)) {
       await removeQuietly(tmp);
       if (!sync) this.#unsynced.add(final);
     } else {
       if (sync) await fsyncFile(tmp);
       // Unsynced, a new fan-out directory is made durable with the blob (syncPending syncs blobs/).
       if (sync) await mkdirPrivate(path.dirname(final));
-      else await fs.mkdir(path.dirname(final), { recursive: true, mode: 0o700 });
+      else mkdirSync(path.dirname(final), { recursive: true, mode: 0o700 });
       // Replaces a damaged blob of the same name too: the new one is verified.
-      await fs.rename(tmp, final);
+      renameSync(tmp, final);
       if (sync) await fsyncDir(path.dirname(final));
       else this.#unsynced.add(final);
     }
@@ -233,11 +231,12 @@ export class BlobStore {
    * 'turn', maybe by another process): the fdatasync of one already on disk waits for
    * nothing (the touch changed only its times).
    */
-  async #reusable(final: string, sha256: string, sync: boolean): Promise<boolean> {
+  async #reusable(final: string, sha256: string, size: number, sync: boolean): Promise<boolean> {
     const now = new Date();
     try {
-      await fs.lutimes(final, now, now);
-      if (!(await this.#isIntact(final, sha256))) return false;
+      lutimesSync(final, now, now);
+      const intact = size <= SMALL_FILE_BYTES ? smallBlobIsIntact(final, sha256) : await this.#isIntact(final, sha256);
+      if (!intact) return false;
       if (sync) await fdatasyncFile(final);
       return true;
     } catch (error) {

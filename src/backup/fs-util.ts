@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C, lstatSync, type BigIntStats } from 'node:fs';
+import nodeFs, { closeSync, constants as C, lstatSync, openSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 
@@ -11,34 +11,43 @@ export function tempName(prefix: string): string {
   return `${prefix}${process.pid}-${randomBytes(8).toString('hex')}.tmp`;
 }
 
+/**
+ * Open `file` (cheap, synchronous: no thread-pool round trip), then fsync or fdatasync it
+ * on the pool (it waits for the disk) and close it. Three pool hops became one: a backup
+ * syncs up to four times, and each hop costs tens of µs before the disk does anything.
+ */
+async function syncPath(file: string, flags: number, dataOnly: boolean): Promise<void> {
+  const fd = openSync(file, flags);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const done = (error: NodeJS.ErrnoException | null) => (error ? reject(error) : resolve());
+      // Through the module object, so a test can count the syncs.
+      if (dataOnly) nodeFs.fdatasync(fd, done);
+      else nodeFs.fsync(fd, done);
+    });
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Make a rename or unlink in `dir` durable. */
 export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await fs.open(dir, C.O_RDONLY | C.O_DIRECTORY);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  await syncPath(dir, C.O_RDONLY | C.O_DIRECTORY, false);
 }
 
 /** Make a file's content durable (fsync through a fresh read-only descriptor). */
 export async function fsyncFile(file: string): Promise<void> {
-  const handle = await fs.open(file, C.O_RDONLY | C.O_NOFOLLOW);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  await syncPath(file, C.O_RDONLY | C.O_NOFOLLOW, false);
 }
 
 /** Make a file's data (and the metadata needed to read it: size, blocks) durable, not its times. */
 export async function fdatasyncFile(file: string): Promise<void> {
-  const handle = await fs.open(file, C.O_RDONLY | C.O_NOFOLLOW);
-  try {
-    await handle.datasync();
-  } finally {
-    await handle.close();
-  }
+  await syncPath(file, C.O_RDONLY | C.O_NOFOLLOW, true);
+}
+
+/** fdatasync an open descriptor on the thread pool. */
+export function fdatasyncFd(fd: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => nodeFs.fdatasync(fd, (error) => (error ? reject(error) : resolve())));
 }
 
 /** fdatasyncFile, and nothing when the file is gone. */

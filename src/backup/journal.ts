@@ -1,9 +1,8 @@
-import fs from 'node:fs/promises';
-import { constants as C } from 'node:fs';
+import { closeSync, constants as C, ftruncateSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
-import { writeFileAtomic } from './fs-util.js';
+import { fdatasyncFd, writeFileAtomic } from './fs-util.js';
 import { journalFileName, sessionIdSchema, turnIdSchema, type StoreLayout } from './layout.js';
 import {
   MANIFEST_VERSION,
@@ -115,18 +114,23 @@ export async function writeJournal(layout: StoreLayout, turnId: string, text: st
  */
 export async function appendJournalLine(file: string, line: string, wholeBytes: number, options: { sync?: boolean } = {}): Promise<number> {
   const data = Buffer.from(line, 'utf8');
-  const handle = await fs.open(file, C.O_WRONLY | C.O_APPEND | C.O_NOFOLLOW);
+  // open/write/close are synchronous (a page-cache append); only the fdatasync waits on the pool.
+  const fd = openSync(file, C.O_WRONLY | C.O_APPEND | C.O_NOFOLLOW);
   try {
     try {
-      const { bytesWritten } = await handle.write(data, 0, data.length, null);
-      if (bytesWritten !== data.length) throw new Error(`short write to ${file}: ${bytesWritten} of ${data.length} bytes`);
-      if (options.sync !== false) await handle.datasync();
+      const written = writeSync(fd, data, 0, data.length);
+      if (written !== data.length) throw new Error(`short write to ${file}: ${written} of ${data.length} bytes`);
+      if (options.sync !== false) await fdatasyncFd(fd);
     } catch (error) {
-      await handle.truncate(wholeBytes).catch(() => undefined);
+      try {
+        ftruncateSync(fd, wholeBytes);
+      } catch {
+        // best effort: a torn last line is ignored by the reader anyway
+      }
       throw error;
     }
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
   return wholeBytes + data.length;
 }

@@ -332,7 +332,8 @@ export class SessionBackupStore {
     const file = base.path;
     let stats: BigIntStats | undefined;
     try {
-      stats = accept.absent ? lstatNowOrUndefined(file) : await lstatOrUndefined(file);
+      // Synchronous: one lstat costs less than the thread-pool round trip an async one takes.
+      stats = lstatNowOrUndefined(file);
     } catch (error) {
       throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot inspect ${file}: ${messageOf(error)}`, { cause: error, errno: errorCode(error) });
     }

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { newTurnId } from '../../src/backup/layout.js';
+import { SMALL_FILE_BYTES } from '../../src/backup/blob-small.js';
 import { filesUnder, fixture, journalOnDisk, openTurnOnDisk } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -19,7 +20,11 @@ async function expectEveryBlobMatchesItsName(root: string): Promise<number> {
   return blobs.length;
 }
 
-describe('blob writes', () => {
+// Small files are copied with synchronous calls, larger ones streamed (blob-store.ts): both keep these promises.
+describe.each([
+  ['small', ''],
+  ['streamed', '.'.repeat(SMALL_FILE_BYTES)],
+] as const)('blob copy (%s)', (_kind, pad) => {
   it('leaves no blob and no temp file when the writer fails mid-write', async () => {
     const { work, store } = await fixture({
       faults: {
@@ -30,21 +35,21 @@ describe('blob writes', () => {
       },
     });
     const file = path.join(work, 'a');
-    await fs.writeFile(file, 'precious content');
+    await fs.writeFile(file, `precious content${pad}`);
     const turnId = newTurnId();
     await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
     expect(await expectEveryBlobMatchesItsName(store.root)).toBe(0);
     expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
     expect(await filesUnder(path.join(store.root, 'turns'))).toEqual([]);
-    expect(await fs.readFile(file, 'utf8')).toBe('precious content');
+    expect(await fs.readFile(file, 'utf8')).toBe(`precious content${pad}`);
   });
 
   it('refuses to name a copy whose bytes differ from what was read', async () => {
     const { work, store } = await fixture({
-      faults: { afterCopy: (tmp) => fs.writeFile(tmp, 'precious contenX') }, // same size, other bytes
+      faults: { afterCopy: (tmp) => fs.writeFile(tmp, `precious contenX${pad}`) }, // same size, other bytes
     });
     const file = path.join(work, 'a');
-    await fs.writeFile(file, 'precious content');
+    await fs.writeFile(file, `precious content${pad}`);
     await expect(store.backup(file, { turnId: newTurnId(), operation: 'open' })).rejects.toMatchObject({
       code: ErrorCodes.BACKUP_FAILED,
     });
@@ -62,11 +67,11 @@ describe('blob writes', () => {
       },
     });
     const file = path.join(work, 'moving');
-    await fs.writeFile(file, 'start');
+    await fs.writeFile(file, `start${pad}`);
     const entry = await store.backup(file, { turnId: newTurnId(), operation: 'open' });
     expect(changes).toBe(2);
-    expect((await store.readBlob(entry!.sha256!)).toString()).toBe('start and more');
-    expect(entry?.size).toBe('start and more'.length);
+    expect((await store.readBlob(entry!.sha256!)).toString()).toBe(`start${pad} and more`);
+    expect(entry?.size).toBe(`start${pad} and more`.length);
     expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
   });
 
@@ -75,14 +80,16 @@ describe('blob writes', () => {
       faults: { afterCopy: () => fs.appendFile(path.join(work, 'busy'), '.') },
     });
     const file = path.join(work, 'busy');
-    await fs.writeFile(file, 'log');
+    await fs.writeFile(file, `log${pad}`);
     await expect(store.backup(file, { turnId: newTurnId(), operation: 'open' })).rejects.toMatchObject({
       code: ErrorCodes.BACKUP_FAILED,
     });
     expect(await expectEveryBlobMatchesItsName(store.root)).toBe(0);
     expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
   });
+});
 
+describe('blob writes', () => {
   it('fails closed when the blobs directory is not usable (replaced by a file)', async () => {
     const { work, store } = await fixture();
     await fs.rm(path.join(store.root, 'blobs'), { recursive: true });

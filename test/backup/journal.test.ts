@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { countSyncs, type SyncCounts } from '../helpers/sync-counter.js';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { BackupHome } from '../../src/backup/backup-home.js';
 import { parseJournal } from '../../src/backup/journal.js';
@@ -391,35 +392,19 @@ describe('a journal left beside its committed manifest', () => {
 });
 
 describe('fsyncs per backup', () => {
-  type SyncFn = (this: fs.FileHandle) => Promise<void>;
-
-  /** Count FileHandle sync/datasync calls (fsync/fdatasync) while `run` runs. */
-  async function countSyncs(scratch: string, run: () => Promise<unknown>): Promise<{ fsync: number; fdatasync: number }> {
-    const probe = await fs.open(path.join(scratch, 'probe'), 'w');
-    const proto = Object.getPrototypeOf(probe) as { sync: SyncFn; datasync: SyncFn };
-    await probe.close();
-    const { sync, datasync } = proto;
-    const counts = { fsync: 0, fdatasync: 0 };
-    proto.sync = function (this: fs.FileHandle) {
-      counts.fsync++;
-      return sync.call(this);
-    };
-    proto.datasync = function (this: fs.FileHandle) {
-      counts.fdatasync++;
-      return datasync.call(this);
-    };
+  /** Count fsync/fdatasync calls while `run` runs. */
+  async function syncsDuring(run: () => Promise<unknown>): Promise<SyncCounts> {
+    const { counts, stop } = await countSyncs();
     try {
       await run();
     } finally {
-      proto.sync = sync;
-      proto.datasync = datasync;
+      stop();
     }
     return counts;
   }
 
   it('are the blob’s, its directory’s when the name is new, and one for the journal line, however big the turn', async () => {
     const { work, store } = await fixture();
-    const scratch = await tempDir();
     const turnId = newTurnId();
     await store.beginTurn(turnId);
     const newFile = async (name: string, content: string) => {
@@ -429,13 +414,13 @@ describe('fsyncs per backup', () => {
       return file;
     };
     const first = await newFile('first', 'first content');
-    expect(await countSyncs(scratch, () => store.backup(first, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
+    expect(await syncsDuring(() => store.backup(first, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
     const same = await newFile('same', 'first content');
     // A reused blob gets an fdatasync (it may have been written unsynced under durability 'turn'; on disk already, it waits for nothing).
-    expect(await countSyncs(scratch, () => store.backup(same, { turnId, operation: 'open' }))).toEqual({ fsync: 0, fdatasync: 2 });
+    expect(await syncsDuring(() => store.backup(same, { turnId, operation: 'open' }))).toEqual({ fsync: 0, fdatasync: 2 });
     for (let i = 0; i < 200; i++) await store.backup(await newFile(`n${i}`, `content ${i}`), { turnId, operation: 'open' });
     const late = await newFile('late', 'late content');
-    expect(await countSyncs(scratch, () => store.backup(late, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
+    expect(await syncsDuring(() => store.backup(late, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
     expect((await store.readTurn(turnId)).files).toHaveLength(203);
   });
 });

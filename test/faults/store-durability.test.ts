@@ -2,7 +2,7 @@
  * The store's durability option on real files: 'each' syncs every backup before it is
  * acknowledged; 'turn' only writes it (blob verified and renamed, journal line written)
  * and the commit syncs them all before the manifest. Syncs are counted by wrapping
- * FileHandle.prototype.sync/datasync, through which the store issues every one. What a
+ * FileHandle.prototype.sync/datasync and fs.fsync/fdatasync, through which the store issues every one. What a
  * kill -9 leaves under 'turn' is store-crash.test.ts's subject.
  */
 import fs from 'node:fs/promises';
@@ -13,29 +13,19 @@ import { BackupHome } from '../../src/backup/index.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { sha256 } from './fault-helpers.js';
+import { countSyncs, type SyncCounts } from '../helpers/sync-counter.js';
 
 const SESSION = 'durability';
 const TURN = '20261130-000000-d0d0d0';
 const FILES = 20;
 
-type SyncFn = (this: fs.FileHandle) => Promise<void>;
-const counts = { sync: 0, datasync: 0 };
+let counts: SyncCounts = { fsync: 0, fdatasync: 0 };
 let restoreSyncs: (() => void) | undefined;
 
 beforeAll(async () => {
-  const probe = await fs.open(os.devNull, 'r');
-  const proto = Object.getPrototypeOf(probe) as { sync: SyncFn; datasync: SyncFn };
-  await probe.close();
-  const { sync, datasync } = proto;
-  proto.sync = function (this: fs.FileHandle) {
-    counts.sync++;
-    return sync.call(this);
-  };
-  proto.datasync = function (this: fs.FileHandle) {
-    counts.datasync++;
-    return datasync.call(this);
-  };
-  restoreSyncs = () => Object.assign(proto, { sync, datasync });
+  const counter = await countSyncs();
+  counts = counter.counts;
+  restoreSyncs = counter.stop;
 });
 afterAll(() => restoreSyncs?.());
 
@@ -63,7 +53,7 @@ const open = (home: string, durability?: 'each' | 'turn') =>
 async function syncsDuring(task: () => Promise<unknown>): Promise<{ sync: number; datasync: number }> {
   const before = { ...counts };
   await task();
-  return { sync: counts.sync - before.sync, datasync: counts.datasync - before.datasync };
+  return { sync: counts.fsync - before.fsync, datasync: counts.fdatasync - before.fdatasync };
 }
 
 describe('backup durability', () => {
