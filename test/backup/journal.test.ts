@@ -9,7 +9,7 @@ import { parseJournal } from '../../src/backup/journal.js';
 import { newTurnId } from '../../src/backup/layout.js';
 import { turnManifestSchema, type AfterState, type BackupEntry, type TurnManifest } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
-import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes, tempDir } from './helpers.js';
+import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const turnsDir = (root: string) => path.join(root, 'turns');
