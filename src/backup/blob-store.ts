@@ -40,6 +40,11 @@ export interface StoredBlob {
   blob: string;
   /** The file's metadata from the copy that succeeded (taken before reading it). */
   stats: BigIntStats;
+  /**
+   * With `deferDirSync`: the fsync of the blob's directory (its new name), still running.
+   * The caller must await it before it acknowledges the backup.
+   */
+  nameSynced?: Promise<void>;
 }
 
 
@@ -49,6 +54,12 @@ export interface SnapshotOptions {
    * and named, but left for `syncPending` (durability 'turn', see settings.ts).
    */
   sync?: boolean;
+  /**
+   * With `sync`: start the fsync of the blob's directory and return it in `nameSynced`
+   * instead of waiting, so the caller can overlap it with its own sync (the journal's).
+   * The blob's content is synced before its rename either way.
+   */
+  deferDirSync?: boolean;
 }
 
 /** Blobs synced at once by `syncPending`. */
@@ -96,7 +107,7 @@ export class BlobStore {
         const { sha256, size, stats } = small
           ? await copySmallToTemp(file, seen, tmp, maxBytes, this.#faults?.afterCopy)
           : await this.#copyToTemp(file, seen, tmp, maxBytes);
-        return { ...(await this.#commitTemp(tmp, sha256, size, sync)), stats };
+        return { ...(await this.#commitTemp(tmp, sha256, size, sync, options.deferDirSync === true)), stats };
       } catch (error) {
         await removeQuietly(tmp);
         if (error instanceof SourceTooLarge) throw error;
@@ -173,7 +184,7 @@ export class BlobStore {
    * reuse an intact blob that already has it (see #reusable): then the temp is dropped
    * unsynced. A damaged or vanished blob of that name is replaced by the verified temp.
    */
-  async #commitTemp(tmp: string, sha256: string, size: number, sync: boolean): Promise<Omit<StoredBlob, 'stats'>> {
+  async #commitTemp(tmp: string, sha256: string, size: number, sync: boolean, deferDirSync: boolean): Promise<Omit<StoredBlob, 'stats'>> {
     const relative = blobRelativePath(sha256);
     const final = path.join(this.#layout.root, relative);
     if (await this.#reusable(final, sha256, size, sync)) {
@@ -186,6 +197,11 @@ export class BlobStore {
       else mkdirSync(path.dirname(final), { recursive: true, mode: 0o700 });
       // Replaces a damaged blob of the same name too: the new one is verified.
       renameSync(tmp, final);
+      if (sync && deferDirSync) {
+        const nameSynced = fsyncDir(path.dirname(final));
+        nameSynced.catch(() => undefined); // the caller awaits it; never an unhandled rejection meanwhile
+        return { sha256, size, blob: relative, nameSynced };
+      }
       if (sync) await fsyncDir(path.dirname(final));
       else this.#unsynced.add(final);
     }

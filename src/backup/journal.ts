@@ -108,11 +108,16 @@ export async function writeJournal(layout: StoreLayout, turnId: string, text: st
 
 /**
  * Append one encoded line with a single write and make it durable (fdatasync: data and
- * length) unless `sync` is false. `wholeBytes` is the journal's length before; on
- * failure the file is cut back to it (best effort), so no half line stays behind.
- * Returns the new length.
+ * length) unless `sync` is false; wait for `alongside` too. `wholeBytes` is the journal's
+ * length before; on failure of either the file is cut back to it (best effort), so no
+ * half line stays behind. Returns the new length.
  */
-export async function appendJournalLine(file: string, line: string, wholeBytes: number, options: { sync?: boolean } = {}): Promise<number> {
+export async function appendJournalLine(
+  file: string,
+  line: string,
+  wholeBytes: number,
+  options: { sync?: boolean; alongside?: Promise<void> } = {},
+): Promise<number> {
   const data = Buffer.from(line, 'utf8');
   // open/write/close are synchronous (a page-cache append); only the fdatasync waits on the pool.
   const fd = openSync(file, C.O_WRONLY | C.O_APPEND | C.O_NOFOLLOW);
@@ -120,7 +125,10 @@ export async function appendJournalLine(file: string, line: string, wholeBytes: 
     try {
       const written = writeSync(fd, data, 0, data.length);
       if (written !== data.length) throw new Error(`short write to ${file}: ${written} of ${data.length} bytes`);
-      if (options.sync !== false) await fdatasyncFd(fd);
+      // `alongside` (another sync the line depends on) runs while we sync ours; the line counts only if both succeed.
+      const synced = options.sync !== false ? fdatasyncFd(fd) : undefined;
+      const results = await Promise.allSettled([synced, options.alongside]);
+      for (const result of results) if (result.status === 'rejected') throw result.reason;
     } catch (error) {
       try {
         ftruncateSync(fd, wholeBytes);

@@ -356,6 +356,7 @@ export class SessionBackupStore {
     const limits = accept.content;
     if (!limits || !(stats.isFile() || stats.isSymbolicLink())) return undefined;
     let entry: BackupEntry;
+    let nameSynced: Promise<void> | undefined;
     if (stats.isSymbolicLink()) {
       const linkTarget = await readLinkQuietly(file, stats, this.#setTimesNs).catch((error: unknown) => {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot read link ${file}: ${messageOf(error)}`, { cause: error });
@@ -365,7 +366,8 @@ export class SessionBackupStore {
       entry = this.#oversize(base, stats, limits);
     } else {
       try {
-        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable });
+        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
+        nameSynced = stored.nameSynced;
         const xattrs = this.#readXattrs(file);
         entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
       } catch (error) {
@@ -376,7 +378,8 @@ export class SessionBackupStore {
         entry = this.#oversize(base, grown, limits);
       }
     }
-    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable });
+    // The blob's directory sync (its name) overlaps the journal line's: both before the entry counts.
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: nameSynced });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
   }
@@ -420,7 +423,11 @@ export class SessionBackupStore {
    * not fdatasync'd: the page cache keeps it through a kill of this process, and the
    * commit's manifest makes it durable.
    */
-  async #append(turnId: string, entry: TurnEntry, options: { sync: boolean; durable?: boolean } = { sync: true }): Promise<void> {
+  async #append(
+    turnId: string,
+    entry: TurnEntry,
+    options: { sync: boolean; durable?: boolean; alongside?: Promise<void> | undefined } = { sync: true },
+  ): Promise<void> {
     const line = encodeEntryLine(entry);
     await this.#exclusively(async () => {
       const turn = await this.#turnFor(turnId);
@@ -428,6 +435,12 @@ export class SessionBackupStore {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       }
       if (!options.sync && turn.journalBytes !== undefined) {
+        if (options.alongside) await options.alongside.catch((error: unknown) => {
+          throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot make a backup of turn ${turnId} durable: ${messageOf(error)}`, {
+            cause: error,
+            errno: errorCode(error),
+          });
+        });
         this.#remember(turn, entry);
         turn.deferred.push(line);
         turn.unsynced = true;
@@ -435,7 +448,7 @@ export class SessionBackupStore {
         else this.#flushLater(turnId, turn);
         return;
       }
-      await this.#writeLines(turnId, turn, line, options.durable !== false);
+      await this.#writeLines(turnId, turn, line, options.durable !== false, options.alongside);
       this.#remember(turn, entry);
     });
   }
@@ -451,15 +464,20 @@ export class SessionBackupStore {
    * the journal whole (always synced) when it does not exist or an earlier write failed.
    * Runs inside #exclusively.
    */
-  async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean): Promise<void> {
+  async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean, alongside?: Promise<void>): Promise<void> {
     try {
       if (turn.journalBytes === undefined) {
         // Memory holds the deferred entries too: the whole journal includes them.
-        turn.journalBytes = await writeJournal(this.layout, turnId, journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line));
+        const whole = journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line);
+        // Settled both before going on: a journal rewrite still running must not race the next one.
+        const [written, synced] = await Promise.allSettled([writeJournal(this.layout, turnId, whole), alongside]);
+        if (written.status === 'rejected') throw written.reason;
+        if (synced.status === 'rejected') throw synced.reason;
+        turn.journalBytes = written.value;
         turn.unsynced = false;
       } else {
         const text = turn.deferred.join('') + line;
-        turn.journalBytes = await appendJournalLine(journalPath(this.layout, turnId), text, turn.journalBytes, { sync });
+        turn.journalBytes = await appendJournalLine(journalPath(this.layout, turnId), text, turn.journalBytes, { sync, alongside });
         turn.unsynced = !sync;
       }
       turn.deferred = [];

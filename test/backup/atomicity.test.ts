@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import nodeFs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
@@ -128,6 +129,36 @@ describe('blob writes', () => {
     expect((await journalOnDisk(store.root, turnId)).files).toEqual([first, second]);
     const committed = await store.commitTurn(turnId, 'done');
     expect(committed.files.map((f) => path.basename(f.path))).toEqual(['first', 'second']);
+  });
+
+  it('fails the backup and forgets it when the blob name cannot be made durable (that sync overlaps the journal’s)', async () => {
+    const { work, store } = await fixture();
+    const turnId = newTurnId();
+    await fs.writeFile(path.join(work, 'first'), 'one');
+    const first = await store.backup(path.join(work, 'first'), { turnId, operation: 'open' });
+    const file = path.join(work, 'second');
+    await fs.writeFile(file, 'two');
+    const { fsync } = nodeFs;
+    let refused = 0;
+    // Only the fsync of a blob directory fails; everything else syncs for real.
+    nodeFs.fsync = ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+      if (nodeFs.fstatSync(fd).isDirectory()) {
+        refused++;
+        done(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
+        return;
+      }
+      fsync(fd, done);
+    }) as typeof nodeFs.fsync;
+    try {
+      await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
+    } finally {
+      nodeFs.fsync = fsync;
+    }
+    expect(refused).toBe(1);
+    // Not remembered as backed up: the retry stores it, and the journal holds each entry once.
+    const second = await store.backup(file, { turnId, operation: 'open' });
+    expect(second?.sha256).toBe(sha('two'));
+    expect((await journalOnDisk(store.root, turnId)).files).toEqual([first, second]);
   });
 
   it('rewrites a lost journal whole from what it acknowledged, after a failed append', async () => {
