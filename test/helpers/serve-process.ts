@@ -3,6 +3,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { afterAll } from 'vitest';
 import { createInterface } from 'node:readline';
 
 export const REPO_ROOT = realpathSync(new URL('../..', import.meta.url).pathname);
@@ -23,8 +24,17 @@ export interface ServeHandle {
   cleanup(): void;
 }
 
+const made: string[] = [];
+// Registered while the importing test file is collected: runs after its last test.
+afterAll(() => {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh temp dir (symlinks resolved), removed after the test file's last test. */
 export function tempDir(prefix: string): string {
-  return realpathSync(mkdtempSync(path.join(os.tmpdir(), prefix)));
+  const dir = realpathSync(mkdtempSync(path.join(os.tmpdir(), prefix)));
+  made.push(dir);
+  return dir;
 }
 
 /** Start a real `brokered-shell serve` and wait for its ready line. */
