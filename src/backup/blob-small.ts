@@ -19,7 +19,8 @@ export interface CopiedBlob {
 }
 
 /**
- * Copy the small regular file `file` (which `seen` describes) into the new file `tmp`,
+ * Copy the small regular file `file` (which `seen` describes) into `tmp`: a new file, or
+ * an empty spare made ahead of time (spare-temps.ts),
  * the same checks as the streaming copy: it must be the same file, unchanged from before
  * the read to after `afterCopy` (the test seam), and the temp must hold exactly the bytes
  * read. Throws SourceChanged (the caller retries), SourceTooLarge, or the fs error.
@@ -27,7 +28,7 @@ export interface CopiedBlob {
 export async function copySmallToTemp(
   file: string,
   seen: BigIntStats,
-  tmp: string,
+  tmp: { path: string; spare: boolean },
   maxBytes: number,
   afterCopy?: (tmp: string) => void | Promise<void>,
 ): Promise<CopiedBlob> {
@@ -38,13 +39,13 @@ export async function copySmallToTemp(
     if (before.size > BigInt(maxBytes)) throw new SourceTooLarge(`${file} is ${before.size} bytes`);
     const data = readExactly(source, Number(before.size), file);
     const sha256 = createHash('sha256').update(data).digest('hex');
-    writeNew(tmp, data);
-    if (afterCopy) await afterCopy(tmp);
+    writeTemp(tmp.path, data, tmp.spare);
+    if (afterCopy) await afterCopy(tmp.path);
     const after = fstatSync(source, { bigint: true });
     const current = lstatSync(file, { bigint: true });
     if (!unchanged(before, after) || !sameIdentity(current, before)) throw new SourceChanged(`${file} changed during copy`);
     // What is about to be kept must be what was read.
-    const kept = readNoFollow(tmp);
+    const kept = readNoFollow(tmp.path);
     if (kept.length !== data.length || createHash('sha256').update(kept).digest('hex') !== sha256) {
       throw new Error(`the copy of ${file} does not match what was read`);
     }
@@ -103,8 +104,9 @@ function readExactly(fd: number, size: number, file: string): Buffer {
   return buffer.subarray(0, size);
 }
 
-function writeNew(tmp: string, data: Buffer): void {
-  const fd = openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+/** Write `data` as the whole of `tmp`: created exclusively, or a spare of ours truncated (and recreated if it went). */
+function writeTemp(tmp: string, data: Buffer, spare: boolean): void {
+  const fd = openSync(tmp, C.O_WRONLY | C.O_CREAT | C.O_NOFOLLOW | (spare ? C.O_TRUNC : C.O_EXCL), 0o600);
   try {
     let written = 0;
     while (written < data.length) {

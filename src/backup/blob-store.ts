@@ -6,6 +6,7 @@ import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { blobRelativePath, sha256Schema, type StoreLayout } from './layout.js';
 import { SourceChanged, SourceTooLarge, pump, sameIdentity, streamCopy, unchanged } from './blob-copy.js';
 import { SMALL_FILE_BYTES, copySmallToTemp, smallBlobIsIntact } from './blob-small.js';
+import { SpareTemps } from './spare-temps.js';
 import {
   errorCode,
   fdatasyncFile,
@@ -31,7 +32,12 @@ export interface BlobStoreOptions {
   /** Try a reflink (copy-on-write clone) first; it is an instant, stable snapshot. Default true. */
   reflink?: boolean;
   faults?: BlobFaults;
+  /** Empty temp files kept ready for small backups (spare-temps.ts). Default SPARE_TEMPS; 0 turns it off. */
+  spareTemps?: number;
 }
+
+/** Spares kept ready: enough for a burst of backups while the pool makes more. */
+const SPARE_TEMPS = 8;
 
 export interface StoredBlob {
   sha256: string;
@@ -79,6 +85,7 @@ export class BlobStore {
   readonly #layout: StoreLayout;
   readonly #faults: BlobFaults | undefined;
   #reflink: boolean;
+  readonly #spares: SpareTemps;
   /** Blobs written or reused without a sync since the last `syncPending` (durability 'turn'). */
   readonly #unsynced = new Set<string>();
 
@@ -86,6 +93,7 @@ export class BlobStore {
     this.#layout = layout;
     this.#faults = options.faults;
     this.#reflink = options.reflink ?? true;
+    this.#spares = new SpareTemps(layout.tmp, options.spareTemps ?? SPARE_TEMPS);
   }
 
   absolutePath(sha256: string): string {
@@ -101,11 +109,12 @@ export class BlobStore {
     const sync = options.sync !== false;
     let lastChange: unknown;
     for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
-      const tmp = path.join(this.#layout.tmp, tempName('b-'));
+      const small = seen.size <= BigInt(SMALL_FILE_BYTES);
+      const spare = small ? this.#spares.take() : undefined;
+      const tmp = spare ?? path.join(this.#layout.tmp, tempName('b-'));
       try {
-        const small = seen.size <= BigInt(SMALL_FILE_BYTES);
         const { sha256, size, stats } = small
-          ? await copySmallToTemp(file, seen, tmp, maxBytes, this.#faults?.afterCopy)
+          ? await copySmallToTemp(file, seen, { path: tmp, spare: spare !== undefined }, maxBytes, this.#faults?.afterCopy)
           : await this.#copyToTemp(file, seen, tmp, maxBytes);
         return { ...(await this.#commitTemp(tmp, sha256, size, sync, options.deferDirSync === true)), stats };
       } catch (error) {

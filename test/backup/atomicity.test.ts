@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { newTurnId } from '../../src/backup/layout.js';
 import { SMALL_FILE_BYTES } from '../../src/backup/blob-small.js';
-import { filesUnder, fixture, journalOnDisk, openTurnOnDisk } from './helpers.js';
+import { filesUnder, fixture, journalOnDisk, openTurnOnDisk, tempsLeft } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -40,7 +40,7 @@ describe.each([
     const turnId = newTurnId();
     await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
     expect(await expectEveryBlobMatchesItsName(store.root)).toBe(0);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
     expect(await filesUnder(path.join(store.root, 'turns'))).toEqual([]);
     expect(await fs.readFile(file, 'utf8')).toBe(`precious content${pad}`);
   });
@@ -55,7 +55,7 @@ describe.each([
       code: ErrorCodes.BACKUP_FAILED,
     });
     expect(await expectEveryBlobMatchesItsName(store.root)).toBe(0);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
   });
 
   it('retries when the file changes during the copy, and keeps a consistent snapshot', async () => {
@@ -73,7 +73,7 @@ describe.each([
     expect(changes).toBe(2);
     expect((await store.readBlob(entry!.sha256!)).toString()).toBe(`start${pad} and more`);
     expect(entry?.size).toBe(`start${pad} and more`.length);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
   });
 
   it('gives up with BACKUP_FAILED on a file that never holds still', async () => {
@@ -86,7 +86,7 @@ describe.each([
       code: ErrorCodes.BACKUP_FAILED,
     });
     expect(await expectEveryBlobMatchesItsName(store.root)).toBe(0);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
   });
 });
 
@@ -99,7 +99,7 @@ describe('blob writes', () => {
     await fs.writeFile(file, 'content');
     const turnId = newTurnId();
     await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
     expect(await filesUnder(path.join(store.root, 'turns'))).toEqual([]);
     // The failed backup is not remembered: once the store is repaired the same turn backs the path up.
     await fs.rm(path.join(store.root, 'blobs'));
@@ -120,7 +120,7 @@ describe('blob writes', () => {
     const file = path.join(work, 'second');
     await fs.writeFile(file, 'two');
     await expect(store.backup(file, { turnId, operation: 'open' })).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
     await fs.rmdir(journal);
     await fs.rename(`${journal}.saved`, journal);
     // Not remembered as backed up: the retry stores it.

@@ -7,7 +7,7 @@ import { ErrorCodes } from '../../src/core/errors.js';
 import { newTurnId, sessionBackupDir } from '../../src/backup/layout.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
-import { filesUnder, fixture, lstatNs, openTurnOnDisk, stampTimes, tempDir } from './helpers.js';
+import { filesUnder, fixture, lstatNs, openTurnOnDisk, stampTimes, tempDir, tempsLeft } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -87,7 +87,7 @@ describe('backup of a regular file', () => {
 
     // Backing up did not touch what it recorded: the original's atime is unchanged.
     expect((await lstatNs(file)).atimeNs).toBe(1_600_000_000_111_222_333n);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
   });
 
   it('deduplicates equal content into one blob', async () => {

@@ -6,6 +6,7 @@ import { createLogger, type Logger } from '../../src/core/logger.js';
 import { backupEntrySchema, type BackupEntry } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore, type OpenStoreOptions } from '../../src/backup/session-store.js';
 import { setTimesNsWithTouch } from '../../src/backup/metadata-ops.js';
+import { SPARE_PREFIX } from '../../src/backup/spare-temps.js';
 
 const made: string[] = [];
 
@@ -43,6 +44,21 @@ export async function filesUnder(dir: string): Promise<string[]> {
     .filter((e) => !e.isDirectory())
     .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
     .sort();
+}
+
+/**
+ * What a store's tmp/ holds besides spares (empty temp files made ahead for backups,
+ * src/backup/spare-temps.ts): the leftovers of a write, which a failed or finished
+ * backup must not leave.
+ */
+export async function tempsLeft(root: string): Promise<string[]> {
+  const dir = path.join(root, 'tmp');
+  const left: string[] = [];
+  for (const name of await filesUnder(dir)) {
+    const stats = await fs.lstat(path.join(dir, name));
+    if (!(name.startsWith(SPARE_PREFIX) && stats.isFile() && stats.size === 0)) left.push(name);
+  }
+  return left;
 }
 
 /** Give a file distinctive nanosecond times, so a restore that loses precision shows. */

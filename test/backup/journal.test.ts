@@ -9,7 +9,7 @@ import { parseJournal } from '../../src/backup/journal.js';
 import { newTurnId } from '../../src/backup/layout.js';
 import { turnManifestSchema, type AfterState, type BackupEntry, type TurnManifest } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
-import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes } from './helpers.js';
+import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes, tempsLeft } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const turnsDir = (root: string) => path.join(root, 'turns');
@@ -163,7 +163,7 @@ describe('commit', () => {
     expect(turnManifestSchema.parse(JSON.parse(text))).toEqual(committed);
     expect(await filesUnder(turnsDir(store.root))).toEqual([`${turnId}.json`]);
     expect(await store.readTurn(turnId)).toEqual(committed);
-    expect(await filesUnder(path.join(store.root, 'tmp'))).toEqual([]);
+    expect(await tempsLeft(store.root)).toEqual([]);
   });
 
   it('leaves exactly 5,000 entries after 5,000 backups in one turn', { timeout: 300_000 }, async () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
-import { tempDir } from './helpers.js';
+import { tempDir, tempsLeft } from './helpers.js';
 import { BackupHome } from '../../src/backup/backup-home.js';
 import { collectGarbage, gcReportSchema, type GcOptions } from '../../src/backup/gc.js';
 import { pruneBackups } from '../../src/backup/retention.js';
@@ -218,7 +218,7 @@ describe('leftovers', () => {
     await fs.writeFile(path.join(built.root, 'pruned', `${T3}.json`), '{}');
     const report = await gc(built);
     expect(report.tempsRemoved).toBe(1);
-    expect(await fs.readdir(tmp)).toEqual(['b-2-new.tmp']);
+    expect(await tempsLeft(built.root)).toEqual(['b-2-new.tmp']);
     expect(await fs.readdir(path.join(built.root, 'pruned'))).toEqual([]);
   });
 });

@@ -1,0 +1,64 @@
+import fs from 'node:fs/promises';
+import { constants as C, lstatSync } from 'node:fs';
+import path from 'node:path';
+import { tempName } from './fs-util.js';
+
+/** Name prefix of a spare: an empty temp file made ahead of time. */
+export const SPARE_PREFIX = 's-';
+
+/** A spare older than this is not used (GC removes temps older than an hour; see gc.ts). */
+const SPARE_MAX_AGE_MS = 10 * 60 * 1000;
+
+/**
+ * Empty temp files in the store's private `tmp/`, made on the thread pool while the
+ * broker waits for other things, so a backup does not wait for a new inode: on file
+ * systems that allocate inodes slowly (ext4 initialising inode tables, network file
+ * systems) creating the temp was the largest part of backing up a small file. A spare
+ * is only ever an empty regular file of ours; when none is ready, the caller creates
+ * its temp as before. Spares left behind are stale temps, removed like any other.
+ */
+export class SpareTemps {
+  readonly #dir: string;
+  readonly #want: number;
+  readonly #ready: string[] = [];
+  #refilling = false;
+
+  constructor(dir: string, want: number) {
+    this.#dir = dir;
+    this.#want = want;
+  }
+
+  /** A spare's path (empty, regular, recent), or undefined when none is ready. Starts a refill. */
+  take(): string | undefined {
+    let found: string | undefined;
+    while (found === undefined && this.#ready.length > 0) {
+      const candidate = this.#ready.pop() as string;
+      const stats = lstatSync(candidate, { throwIfNoEntry: false });
+      if (stats?.isFile() && stats.size === 0 && stats.nlink === 1 && Date.now() - stats.mtimeMs < SPARE_MAX_AGE_MS) found = candidate;
+    }
+    this.refill();
+    return found;
+  }
+
+  /** Make spares until `want` are ready; one refill at a time, errors only end it (the caller falls back). */
+  refill(): void {
+    if (this.#refilling || this.#want === 0) return;
+    this.#refilling = true;
+    void this.#fill().finally(() => {
+      this.#refilling = false;
+    });
+  }
+
+  async #fill(): Promise<void> {
+    try {
+      while (this.#ready.length < this.#want) {
+        const file = path.join(this.#dir, tempName(SPARE_PREFIX));
+        const handle = await fs.open(file, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+        await handle.close();
+        this.#ready.push(file);
+      }
+    } catch {
+      // No spare this time: backups create their temps themselves.
+    }
+  }
+}
