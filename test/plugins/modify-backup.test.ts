@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'nod
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
-import { Broker, ErrorCodes, type BrokerRequestInput, type Operation } from '../../src/core/index.js';
+import { Broker, ErrorCodes, createLogger, type BrokerRequestInput, type Operation } from '../../src/core/index.js';
 import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
@@ -175,6 +175,45 @@ describe('ModifyBackupPlugin', () => {
     writeFileSync(f, 'safe');
     expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: false, error: { code: ErrorCodes.STORE_UNAVAILABLE } });
     expect(readFileSync(f, 'utf8')).toBe('safe');
+  });
+});
+
+describe('its log line', () => {
+  /** `countChildren`: count the child loggers made (the count's wrapper loses pino's bindings, so only then). */
+  function logged(level: string, countChildren = false) {
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger({ level, destination: { write: (text: string) => void lines.push(JSON.parse(text) as Record<string, unknown>) } });
+    let children = 0;
+    const child = logger.child.bind(logger);
+    if (countChildren) {
+      logger.child = ((...args: Parameters<typeof logger.child>) => {
+        children += 1;
+        return child(...args);
+      }) as typeof logger.child;
+    }
+    const broker = new Broker({ sessionId: 's1', logger }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home }));
+    return { broker, lines, children: () => children };
+  }
+
+  it('at info, says what it backed up, bound to the request', async () => {
+    const { broker, lines } = logged('info');
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'F');
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: true });
+    const line = lines.find((l) => l.msg === 'backed up before change');
+    expect(line).toMatchObject({ phase: 'host-modify-backup', path: f, first: true });
+    expect(typeof line?.requestId).toBe('string');
+  });
+
+  it('below info, makes no child logger for a backup', async () => {
+    const { broker, children } = logged('warn', true);
+    const [f, g] = [path.join(ws, 'f'), path.join(ws, 'g')];
+    writeFileSync(f, 'F');
+    writeFileSync(g, 'G');
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: true }); // opens the store (its own logger, once)
+    const before = children();
+    expect(await broker.handle(check('delete', { path: g }))).toMatchObject({ ok: true });
+    expect(children()).toBe(before);
   });
 });
 

@@ -92,7 +92,8 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const plan = await recordPlan(resolved);
       if (plan.content.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
-      const log = context.log.child({ phase: PHASE[request.origin] });
+      // Made only when something is logged: a child logger per request cost more than the rest of this tap.
+      const log = () => context.log.child({ phase: PHASE[request.origin] });
       // Content and directories are what a rewind brings back: no store, no change. A request
       // that only creates paths risks nothing without one: it goes ahead unrecorded (its
       // creations then survive a rewind), as creating a file always could.
@@ -100,7 +101,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const store = guardsData
         ? await this.#openOrFail(broker)
         : await this.store(broker).catch((error: unknown) => {
-            log.warn({ err: error, created: plan.created }, 'backup store unavailable: creations are not recorded');
+            log().warn({ err: error, created: plan.created }, 'backup store unavailable: creations are not recorded');
             return undefined;
           });
       if (!store?.enabled) return;
@@ -120,7 +121,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       for (const path of plan.parents) await store.recordDirectory(path, { ...as, sync: false });
       for (const path of plan.content) {
         const entry = await store.backup(path, as);
-        log.info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
+        if (broker.log.isLevelEnabled('info')) log().info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
         if (entry) {
           this.#publish(broker, entry, {
             turnId,
