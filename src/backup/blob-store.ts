@@ -96,6 +96,11 @@ export class BlobStore {
     this.#spares = new SpareTemps(layout.tmp, options.spareTemps ?? SPARE_TEMPS);
   }
 
+  /** Remove the spare temp files this store made and make no more (it is closing). */
+  dropSpares(): void {
+    this.#spares.drop();
+  }
+
   absolutePath(sha256: string): string {
     return path.join(this.#layout.root, blobRelativePath(sha256Schema.parse(sha256)));
   }

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C, lstatSync } from 'node:fs';
+import { constants as C, lstatSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { tempName } from './fs-util.js';
 
@@ -19,7 +19,7 @@ const SPARE_MAX_AGE_MS = 10 * 60 * 1000;
  */
 export class SpareTemps {
   readonly #dir: string;
-  readonly #want: number;
+  #want: number;
   readonly #ready: string[] = [];
   #refilling = false;
 
@@ -40,6 +40,12 @@ export class SpareTemps {
     return found;
   }
 
+  /** Remove the spares that are ready and make no more (the store is closing). */
+  drop(): void {
+    this.#want = 0;
+    for (const file of this.#ready.splice(0)) rmSync(file, { force: true });
+  }
+
   /** Make spares until `want` are ready; one refill at a time, errors only end it (the caller falls back). */
   refill(): void {
     if (this.#refilling || this.#want === 0) return;
@@ -55,7 +61,8 @@ export class SpareTemps {
         const file = path.join(this.#dir, tempName(SPARE_PREFIX));
         const handle = await fs.open(file, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
         await handle.close();
-        this.#ready.push(file);
+        if (this.#want === 0) rmSync(file, { force: true }); // dropped meanwhile
+        else this.#ready.push(file);
       }
     } catch {
       // No spare this time: backups create their temps themselves.

@@ -1,9 +1,10 @@
-import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
 import { Broker, ErrorCodes, createLogger, type BrokerRequestInput, type Operation } from '../../src/core/index.js';
 import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
+import { SPARE_PREFIX } from '../../src/backup/spare-temps.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
 import { allowAll } from '../helpers/bare-broker.js';
@@ -175,6 +176,23 @@ describe('ModifyBackupPlugin', () => {
     writeFileSync(f, 'safe');
     expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: false, error: { code: ErrorCodes.STORE_UNAVAILABLE } });
     expect(readFileSync(f, 'utf8')).toBe('safe');
+  });
+});
+
+describe('closing', () => {
+  it('removes the spare temp files its store made for backups', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'F');
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: true });
+    const tmp = path.join(home, 'workspace', 'sessions', 's1', 'modify_backup', 'tmp');
+    const spares = () => readdirSync(tmp).filter((name) => name.startsWith(SPARE_PREFIX));
+    for (let i = 0; i < 400 && spares().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(spares().length).toBeGreaterThan(0);
+    await broker.close();
+    // A refill still running when the store closed removes what it makes.
+    for (let i = 0; i < 400 && spares().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(spares()).toEqual([]);
   });
 });
 

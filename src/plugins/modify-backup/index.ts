@@ -134,6 +134,12 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       }
     });
 
+    broker.hooks.close.tapPromise(this.name, async () => {
+      // Spare temp files would otherwise wait an hour to be cleaned up as stale.
+      const store = await this.#store?.catch(() => undefined);
+      store?.blobs.dropSpares();
+    });
+
     broker.hooks.turnStarted.tapPromise(this.name, async (turn) => {
       const store = await this.store(broker).catch(() => undefined);
       if (this.#enabled && store?.enabled) await store.beginTurn(turn.id, { startedAt: turn.startedAt });
