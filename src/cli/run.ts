@@ -16,6 +16,7 @@ import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
 import { ExitCode } from './exit-codes.js';
 import type { Io } from './output.js';
+import { DenialSummary } from './denial-summary.js';
 
 export interface RunOptions {
   workspace?: string;
@@ -115,7 +116,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     const ended = await session.endTurn({ message });
     // The command ran: its status stands, and the person learns the turn was not committed.
     if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${ended.error ?? 'unknown error'}`);
-    for (const [what, why] of denied) io.err(`brokered-shell: denied ${what}: ${why}`);
+    for (const line of denied.lines()) io.err(line);
     if (ended.ok && ended.turnId && ended.files > 0) {
       const files = ended.files;
       io.err(`brokered-shell: turn ${ended.turnId} backed up ${files} file${files === 1 ? '' : 's'} (brokered-shell backups show ${ended.turnId})`);
@@ -153,8 +154,8 @@ function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
 }
 
 /** Requests the policy refused (not prompts, not the kernel's own path errors), for the summary on stderr. */
-function collectDenials(session: SandboxSession): Map<string, string> {
-  const denied = new Map<string, string>();
+function collectDenials(session: SandboxSession): DenialSummary {
+  const denied = new DenialSummary();
   getAuditHooks(session.broker).record.tap('run-summary', (record) => {
     // Prompts are listed as needing approval; what the policy let through and then failed
     // (a backup over the size cap, a store that cannot be written) was still refused.
@@ -163,7 +164,7 @@ function collectDenials(session: SandboxSession): Map<string, string> {
     if (pathProblemErrno(record.error) !== undefined) return;
     const target = record.paths.find((p) => p.access !== 'read') ?? record.paths[0];
     const why = record.verdict === 'deny' ? (record.reason ?? record.error?.message) : (record.error?.message ?? record.reason);
-    if (target && denied.size < 20) denied.set(`${target.access} ${target.normalisedPath ?? target.path}`, why ?? 'denied');
+    if (target) denied.add(target.access, target.normalisedPath ?? target.path, why ?? 'denied');
   });
   return denied;
 }
