@@ -59,7 +59,8 @@ export class SpareTemps {
     try {
       while (this.#ready.length < this.#want) {
         const file = path.join(this.#dir, tempName(SPARE_PREFIX));
-        const handle = await fs.open(file, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
+        // Created read-only: no descriptor open for writing lingers on the store's file system (it could not be remounted read-only meanwhile).
+        const handle = await fs.open(file, C.O_RDONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
         await handle.close();
         if (this.#want === 0) rmSync(file, { force: true }); // dropped meanwhile
         else this.#ready.push(file);

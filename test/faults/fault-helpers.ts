@@ -303,6 +303,26 @@ export function mountTmpfs(dir: string, size: string): void {
   execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size},mode=0700`, 'tmpfs', dir]);
 }
 
+/**
+ * Remount the file system at `dir` read-only or read-write. A remount to read-only is
+ * refused (busy) while a file there is being created or is open for writing, which the
+ * broker may be doing in the background (spare temp files, a deferred journal write): it
+ * is tried again for up to two seconds.
+ */
+export async function remount(dir: string, mode: 'ro' | 'rw'): Promise<void> {
+  const deadline = Date.now() + 2_000;
+  for (;;) {
+    try {
+      execFileSync('mount', ['-o', `remount,${mode}`, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+      return;
+    } catch (error) {
+      const busy = /busy/i.test(String((error as { stderr?: unknown }).stderr ?? ''));
+      if (!busy || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
 export function unmount(dir: string): void {
   try {
     execFileSync('umount', [dir], { stdio: 'ignore' });

@@ -9,7 +9,6 @@
  * under both durabilities (backup/settings.ts): 'turn' writes without syncing, and must
  * fail just as closed.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,6 +21,7 @@ import {
   durabilityPolicy,
   installScripts,
   mountTmpfs,
+  remount,
   sessionStoreDir,
   snapshot,
   stepOutcomes,
@@ -163,8 +163,8 @@ describe('backup store faults under brokered-shell run', () => {
       session,
       await writerCommand(world, 'readonly', steps),
       {
-        freeze: async () => void execFileSync('mount', ['-o', 'remount,ro', home]),
-        thaw: async () => void execFileSync('mount', ['-o', 'remount,rw', home]),
+        freeze: () => remount(home, 'ro'),
+        thaw: () => remount(home, 'rw'),
       },
       await durabilityPolicy(world, durability),
     );
