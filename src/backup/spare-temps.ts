@@ -34,7 +34,9 @@ export class SpareTemps {
     while (found === undefined && this.#ready.length > 0) {
       const candidate = this.#ready.pop() as string;
       const stats = lstatSync(candidate, { throwIfNoEntry: false });
-      if (stats?.isFile() && stats.size === 0 && stats.nlink === 1 && Date.now() - stats.mtimeMs < SPARE_MAX_AGE_MS) found = candidate;
+      const ours = stats?.isFile() === true && stats.size === 0 && stats.nlink === 1;
+      if (ours && Date.now() - stats.mtimeMs < SPARE_MAX_AGE_MS) found = candidate;
+      else if (ours) rmSync(candidate, { force: true }); // too old to trust near GC's age; anything else is left as found
     }
     this.refill();
     return found;
@@ -59,7 +61,7 @@ export class SpareTemps {
     try {
       while (this.#ready.length < this.#want) {
         const file = path.join(this.#dir, tempName(SPARE_PREFIX));
-        // Created read-only: no descriptor open for writing lingers on the store's file system (it could not be remounted read-only meanwhile).
+        // Created read-only: no descriptor open for writing lingers (the file system stays remountable read-only).
         const handle = await fs.open(file, C.O_RDONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
         await handle.close();
         if (this.#want === 0) rmSync(file, { force: true }); // dropped meanwhile

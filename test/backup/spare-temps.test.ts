@@ -68,6 +68,24 @@ describe('spare temp files', () => {
     expect((await fs.lstat(linked)).size).toBe(0);
   });
 
+  it('removes a spare of its own that waited too long instead of using it', async () => {
+    const tmp = await tempDir('bsh-spares-old-');
+    const spares = new SpareTemps(tmp, 1);
+    spares.take(); // starts the refill
+    const [made] = await untilSpares(tmp, 1);
+    const old = path.join(tmp, made as string);
+    const elevenMinutesAgo = new Date(Date.now() - 11 * 60 * 1000);
+    await fs.utimes(old, elevenMinutesAgo, elevenMinutesAgo);
+    let taken: string | undefined;
+    for (let i = 0; i < 500 && taken === undefined; i++) {
+      taken = spares.take();
+      if (taken === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(taken).toBeDefined();
+    expect(taken).not.toBe(old);
+    await expect(fs.lstat(old)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('makes none when turned off, and large files never use them', async () => {
     const off = await storeIn(0);
     await snapshotOf(off.blobs, off.source, 'small');
