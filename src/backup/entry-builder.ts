@@ -62,6 +62,26 @@ function checkAttribution(name: string, value: string | undefined): string | und
   return value;
 }
 
+/** Mode, owner and times as a manifest records them (ns as strings, ISO strings for people). */
+function metadataOf(stats: BigIntStats) {
+  return {
+    mode: permissionBits(stats),
+    uid: Number(stats.uid),
+    gid: Number(stats.gid),
+    mtime: isoFromNs(stats.mtimeNs),
+    mtimeNs: stats.mtimeNs.toString(),
+    atime: isoFromNs(stats.atimeNs),
+    atimeNs: stats.atimeNs.toString(),
+  };
+}
+
+/** The entry with the request's tool call and trace ids, where it had them. */
+function attributed<T extends { toolCallId?: string; traceId?: string }>(entry: T, base: EntryBase): T {
+  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
+  if (base.traceId !== undefined) entry.traceId = base.traceId;
+  return entry;
+}
+
 /** One manifest entry from the stats taken before the content was read (a read must not alter them). */
 export function buildEntry(base: EntryBase, stats: BigIntStats, content: EntryContent, backedUpAt: string): BackupEntry {
   const entry: BackupEntry = {
@@ -71,29 +91,19 @@ export function buildEntry(base: EntryBase, stats: BigIntStats, content: EntryCo
     size: Number(stats.size),
     sha256: content.sha256,
     blob: content.blob,
-    mode: permissionBits(stats),
-    uid: Number(stats.uid),
-    gid: Number(stats.gid),
-    mtime: isoFromNs(stats.mtimeNs),
-    mtimeNs: stats.mtimeNs.toString(),
-    atime: isoFromNs(stats.atimeNs),
-    atimeNs: stats.atimeNs.toString(),
+    ...metadataOf(stats),
     xattrs: content.xattrs,
     backedUpAt,
     after: null,
   };
   if (content.linkTarget !== undefined) entry.linkTarget = content.linkTarget;
-  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
-  if (base.traceId !== undefined) entry.traceId = base.traceId;
-  return entry;
+  return attributed(entry, base);
 }
 
 /** A path the turn found empty (it is about to create it). */
 export function buildAbsentEntry(base: EntryBase, backedUpAt: string): AbsentEntry {
   const entry: AbsentEntry = { path: base.path, operation: base.operation, kind: 'absent', backedUpAt, after: null };
-  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
-  if (base.traceId !== undefined) entry.traceId = base.traceId;
-  return entry;
+  return attributed(entry, base);
 }
 
 /** A directory's metadata before the turn changed it or a name in it. */
@@ -102,20 +112,12 @@ export function buildDirectoryEntry(base: EntryBase, stats: BigIntStats, xattrs:
     path: base.path,
     operation: base.operation,
     kind: 'directory',
-    mode: permissionBits(stats),
-    uid: Number(stats.uid),
-    gid: Number(stats.gid),
-    mtime: isoFromNs(stats.mtimeNs),
-    mtimeNs: stats.mtimeNs.toString(),
-    atime: isoFromNs(stats.atimeNs),
-    atimeNs: stats.atimeNs.toString(),
+    ...metadataOf(stats),
     xattrs,
     backedUpAt,
     after: null,
   };
-  if (base.toolCallId !== undefined) entry.toolCallId = base.toolCallId;
-  if (base.traceId !== undefined) entry.traceId = base.traceId;
-  return entry;
+  return attributed(entry, base);
 }
 
 export function messageOf(error: unknown): string {

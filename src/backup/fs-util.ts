@@ -11,20 +11,24 @@ export function tempName(prefix: string): string {
   return `${prefix}${process.pid}-${randomBytes(8).toString('hex')}.tmp`;
 }
 
+/** fsync (or fdatasync) an open descriptor on the thread pool; through the module object, so a test can count the syncs. */
+function syncFd(fd: number, dataOnly: boolean): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const done = (error: NodeJS.ErrnoException | null) => (error ? reject(error) : resolve());
+    if (dataOnly) nodeFs.fdatasync(fd, done);
+    else nodeFs.fsync(fd, done);
+  });
+}
+
 /**
- * Open `file` (cheap, synchronous: no thread-pool round trip), then fsync or fdatasync it
- * on the pool (it waits for the disk) and close it. Three pool hops became one: a backup
- * syncs up to four times, and each hop costs tens of µs before the disk does anything.
+ * Open `file` (cheap, synchronous: no thread-pool round trip), sync it on the pool (it
+ * waits for the disk) and close it. Three pool hops became one: a backup syncs up to four
+ * times, and each hop costs tens of µs before the disk does anything.
  */
 async function syncPath(file: string, flags: number, dataOnly: boolean): Promise<void> {
   const fd = openSync(file, flags);
   try {
-    await new Promise<void>((resolve, reject) => {
-      const done = (error: NodeJS.ErrnoException | null) => (error ? reject(error) : resolve());
-      // Through the module object, so a test can count the syncs.
-      if (dataOnly) nodeFs.fdatasync(fd, done);
-      else nodeFs.fsync(fd, done);
-    });
+    await syncFd(fd, dataOnly);
   } finally {
     closeSync(fd);
   }
@@ -47,7 +51,17 @@ export async function fdatasyncFile(file: string): Promise<void> {
 
 /** fdatasync an open descriptor on the thread pool. */
 export function fdatasyncFd(fd: number): Promise<void> {
-  return new Promise<void>((resolve, reject) => nodeFs.fdatasync(fd, (error) => (error ? reject(error) : resolve())));
+  return syncFd(fd, true);
+}
+
+/**
+ * Wait for every promise to settle (none left running), then throw the first failure or
+ * return the values: for work that must not race what comes after it.
+ */
+export async function settleAll<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const results = await Promise.allSettled(promises);
+  for (const result of results) if (result.status === 'rejected') throw result.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }
 
 /** fdatasyncFile, and nothing when the file is gone. */

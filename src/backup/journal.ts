@@ -2,7 +2,7 @@ import { closeSync, constants as C, ftruncateSync, openSync, writeSync } from 'n
 import path from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
-import { fdatasyncFd, writeFileAtomic } from './fs-util.js';
+import { fdatasyncFd, settleAll, writeFileAtomic } from './fs-util.js';
 import { journalFileName, sessionIdSchema, turnIdSchema, type StoreLayout } from './layout.js';
 import {
   MANIFEST_VERSION,
@@ -126,9 +126,7 @@ export async function appendJournalLine(
       const written = writeSync(fd, data, 0, data.length);
       if (written !== data.length) throw new Error(`short write to ${file}: ${written} of ${data.length} bytes`);
       // `alongside` (another sync the line depends on) runs while we sync ours; the line counts only if both succeed.
-      const synced = options.sync !== false ? fdatasyncFd(fd) : undefined;
-      const results = await Promise.allSettled([synced, options.alongside]);
-      for (const result of results) if (result.status === 'rejected') throw result.reason;
+      await settleAll([options.sync !== false ? fdatasyncFd(fd) : undefined, options.alongside]);
     } catch (error) {
       try {
         ftruncateSync(fd, wholeBytes);

@@ -55,6 +55,17 @@ export const afterStateSchema = z.discriminatedUnion('type', [
 ]);
 export type AfterState = z.infer<typeof afterStateSchema>;
 
+/** Mode, owner and times, as files and directories record them. */
+const metadataFields = {
+  mode: modeSchema,
+  uid: z.number().int().min(0),
+  gid: z.number().int().min(0),
+  mtime: isoSchema,
+  mtimeNs: nsSchema,
+  atime: isoSchema,
+  atimeNs: nsSchema,
+};
+
 /** One path's state before the turn changed it. */
 export const backupEntrySchema = z.strictObject({
   path: absolutePath,
@@ -67,13 +78,7 @@ export const backupEntrySchema = z.strictObject({
   sha256: sha256Schema.nullable(),
   /** Relative to the store root, e.g. `blobs/ab/<sha256>`; null when there is no content. */
   blob: z.string().regex(/^blobs\/[0-9a-f]{2}\/[0-9a-f]{64}$/).nullable(),
-  mode: modeSchema,
-  uid: z.number().int().min(0),
-  gid: z.number().int().min(0),
-  mtime: isoSchema,
-  mtimeNs: nsSchema,
-  atime: isoSchema,
-  atimeNs: nsSchema,
+  ...metadataFields,
   /** name → base64 value; null when no xattr access was available (not recorded). */
   xattrs: xattrMapSchema.nullable(),
   linkTarget: z.string().optional(),
@@ -119,13 +124,7 @@ export const directoryEntrySchema = z.strictObject({
   path: absolutePath,
   operation: operationSchema,
   kind: z.literal('directory'),
-  mode: modeSchema,
-  uid: z.number().int().min(0),
-  gid: z.number().int().min(0),
-  mtime: isoSchema,
-  mtimeNs: nsSchema,
-  atime: isoSchema,
-  atimeNs: nsSchema,
+  ...metadataFields,
   xattrs: xattrMapSchema.nullable(),
   ...attributionFields,
   backedUpAt: isoSchema,

@@ -6,7 +6,7 @@ import { silentLogger, type Logger } from '../core/logger.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
 import { buildAbsentEntry, buildDirectoryEntry, buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
-import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirPrivate, removeQuietly } from './fs-util.js';
+import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirPrivate, removeQuietly, settleAll } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type TurnRecord } from './manifest-io.js';
@@ -251,6 +251,14 @@ export class SessionBackupStore {
     return turn.manifest;
   }
 
+  /**
+   * The broker is done with this store: remove the spare temp files kept for backups to
+   * come (they would otherwise wait an hour to go as stale). Backups still work after it.
+   */
+  close(): void {
+    this.blobs.dropSpares();
+  }
+
   /** Whether this store holds an open (begun, not yet committed) turn of that id. */
   hasTurn(turnId: string): boolean {
     return this.#turns.has(turnId);
@@ -470,10 +478,7 @@ export class SessionBackupStore {
         // Memory holds the deferred entries too: the whole journal includes them.
         const whole = journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line);
         // Settled both before going on: a journal rewrite still running must not race the next one.
-        const [written, synced] = await Promise.allSettled([writeJournal(this.layout, turnId, whole), alongside]);
-        if (written.status === 'rejected') throw written.reason;
-        if (synced.status === 'rejected') throw synced.reason;
-        turn.journalBytes = written.value;
+        [turn.journalBytes] = await settleAll([writeJournal(this.layout, turnId, whole), alongside]);
         turn.unsynced = false;
       } else {
         const text = turn.deferred.join('') + line;

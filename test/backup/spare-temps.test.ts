@@ -6,6 +6,7 @@ import { BlobStore } from '../../src/backup/blob-store.js';
 import { storeLayout } from '../../src/backup/layout.js';
 import { SPARE_PREFIX, SpareTemps } from '../../src/backup/spare-temps.js';
 import { tempDir } from './helpers.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 const sha = (data: string) => createHash('sha256').update(data).digest('hex');
 
@@ -22,14 +23,12 @@ async function sparesIn(tmp: string): Promise<string[]> {
   return (await fs.readdir(tmp)).filter((name) => name.startsWith(SPARE_PREFIX)).sort();
 }
 
-/** Wait until the pool has made `count` spares (it works on the thread pool, in the background). */
-async function untilSpares(tmp: string, count: number): Promise<string[]> {
-  for (let i = 0; i < 500; i++) {
+/** The spares the pool has made, once there are `count` (it works on the thread pool, in the background). */
+function untilSpares(tmp: string, count: number): Promise<string[]> {
+  return waitFor(`${count} spares in ${tmp}`, async () => {
     const spares = await sparesIn(tmp);
-    if (spares.length >= count) return spares;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`fewer than ${count} spares were made in ${tmp}`);
+    return spares.length >= count ? spares : undefined;
+  });
 }
 
 async function snapshotOf(blobs: BlobStore, source: string, content: string) {
@@ -76,11 +75,7 @@ describe('spare temp files', () => {
     const old = path.join(tmp, made as string);
     const elevenMinutesAgo = new Date(Date.now() - 11 * 60 * 1000);
     await fs.utimes(old, elevenMinutesAgo, elevenMinutesAgo);
-    let taken: string | undefined;
-    for (let i = 0; i < 500 && taken === undefined; i++) {
-      taken = spares.take();
-      if (taken === undefined) await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    const taken = await waitFor('a spare', () => spares.take());
     expect(taken).toBeDefined();
     expect(taken).not.toBe(old);
     await expect(fs.lstat(old)).rejects.toMatchObject({ code: 'ENOENT' });
@@ -105,14 +100,10 @@ describe('spare temp files', () => {
     const tmp = await tempDir('bsh-spares-unit-');
     const spares = new SpareTemps(tmp, 1);
     expect(spares.take()).toBeUndefined();
-    let taken: string | undefined;
-    for (let i = 0; i < 500 && taken === undefined; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      taken = spares.take();
-    }
-    expect(path.dirname(taken as string)).toBe(tmp);
-    expect(path.basename(taken as string).startsWith(SPARE_PREFIX)).toBe(true);
-    const stats = await fs.lstat(taken as string);
+    const taken = await waitFor('a spare', () => spares.take());
+    expect(path.dirname(taken)).toBe(tmp);
+    expect(path.basename(taken).startsWith(SPARE_PREFIX)).toBe(true);
+    const stats = await fs.lstat(taken);
     expect([stats.isFile(), stats.size, stats.mode & 0o777]).toEqual([true, 0, 0o600]);
   });
 });

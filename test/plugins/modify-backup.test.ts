@@ -9,6 +9,7 @@ import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
 import { allowAll } from '../helpers/bare-broker.js';
 import { tempDir } from '../helpers/serve-process.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 let base: string;
 let ws: string;
@@ -187,11 +188,11 @@ describe('closing', () => {
     expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: true });
     const tmp = path.join(home, 'workspace', 'sessions', 's1', 'modify_backup', 'tmp');
     const spares = () => readdirSync(tmp).filter((name) => name.startsWith(SPARE_PREFIX));
-    for (let i = 0; i < 400 && spares().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitFor('spare temp files', () => (spares().length > 0 ? true : undefined));
     expect(spares().length).toBeGreaterThan(0);
     await broker.close();
     // A refill still running when the store closed removes what it makes.
-    for (let i = 0; i < 400 && spares().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    await waitFor('no spare temp files', () => (spares().length === 0 ? true : undefined), 2_000);
     expect(spares()).toEqual([]);
   });
 });

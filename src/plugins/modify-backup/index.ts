@@ -135,9 +135,8 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     });
 
     broker.hooks.close.tapPromise(this.name, async () => {
-      // Spare temp files would otherwise wait an hour to be cleaned up as stale.
       const store = await this.#store?.catch(() => undefined);
-      store?.blobs.dropSpares();
+      store?.close();
     });
 
     broker.hooks.turnStarted.tapPromise(this.name, async (turn) => {
