@@ -36,6 +36,7 @@
         "native/sandbox/target-proc.c",
         "native/sandbox/path-resolve.c",
         "native/sandbox/fast-path.c",
+        "native/sandbox/noop-meta.c",
         "native/sandbox/onbehalf.c",
         "native/sandbox/refusal.c",
         "native/sandbox/broker-channel.c",

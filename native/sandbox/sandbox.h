@@ -100,6 +100,7 @@ struct bsh_call {
   int nr;
   bool have_status;
   mode_t umask;
+  uid_t fsuid; /* the caller's file-system uid (with have_status) */
 
   enum bsh_op op;
   uint32_t flags; /* as sent to the broker: open flags, rename flags, AT_* flags */
@@ -227,6 +228,10 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
                               uint32_t mode);
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
                               uint32_t mode, uint64_t dev);
+/* --- noop-meta.c --- */
+/* An fd-based chown/chmod (dup_fd taken, status read) that would change nothing: answer it as done. */
+bool bsh_meta_noop(const struct bsh_call *c);
+
 enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c, int fd, enum bsh_fd_form form);
 enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
                                   int atflags, bool null_is_fd);

@@ -21,18 +21,21 @@ int bsh_proc_status(struct bsh_call *c) {
   FILE *f = fopen(path, "re");
   if (!f) return -ESRCH;
   long tgid = -1;
-  unsigned long mask = 022;
-  bool seen_umask = false;
+  unsigned long mask = 022, ids[4];
+  bool seen_umask = false, seen_uid = false;
   while (fgets(line, sizeof line, f)) {
     if (strncmp(line, "Tgid:", 5) == 0) tgid = strtol(line + 5, NULL, 10);
+    /* "Uid: real effective saved fs" */
+    if (strncmp(line, "Uid:", 4) == 0) seen_uid = sscanf(line + 4, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4;
     if (strncmp(line, "Umask:", 6) == 0) {
       mask = strtoul(line + 6, NULL, 8);
       seen_umask = true;
     }
   }
   fclose(f);
-  if (tgid <= 0 || !seen_umask) return -ESRCH;
+  if (tgid <= 0 || !seen_umask || !seen_uid) return -ESRCH;
   c->tgid = (pid_t)tgid;
+  c->fsuid = (uid_t)ids[3];
   c->umask = (mode_t)(mask & 0777);
   c->have_status = true;
   return 0;

@@ -208,6 +208,56 @@ describe('modifications of existing workspace files', () => {
     expect(fdBased).toEqual(['setxattr', 'chmod']);
   });
 
+  it('an fd chown or chmod that changes nothing is answered without asking the broker', async () => {
+    write('f', 'old\n');
+    fs.chmodSync(file('f'), 0o640);
+    const script = [
+      'import os',
+      "fd = os.open('f', os.O_RDONLY)",
+      'os.fchown(fd, os.getuid(), os.getgid())',
+      'os.fchown(fd, -1, -1)',
+      'os.fchmod(fd, 0o640)',
+      "print('done')",
+    ].join('\n');
+    const result = await bash(`python3 -c "${script}"`);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toBe('done\n');
+    const stat = fs.statSync(file('f'));
+    expect(stat.mode & 0o7777).toBe(0o640);
+    expect([stat.uid, stat.gid]).toEqual([process.getuid?.(), process.getgid?.()]);
+    expect(broker.requests.map((r) => r.op)).toEqual([]);
+  });
+
+  it('an fd chown or chmod that would change something, even only a set-id bit, is still asked', async () => {
+    write('suid', 'x');
+    fs.chmodSync(file('suid'), 0o4755);
+    write('plain', 'y');
+    fs.chmodSync(file('plain'), 0o644);
+    const script = [
+      'import os',
+      "s = os.open('suid', os.O_RDONLY)",
+      'os.fchown(s, os.getuid(), os.getgid())',
+      "p = os.open('plain', os.O_RDONLY)",
+      'os.fchmod(p, 0o600)',
+      "q = os.open('plain', os.O_PATH)",
+      'try:',
+      '    os.fchmod(q, 0o600)',
+      'except OSError as e:',
+      "    print('O_PATH', e.errno)",
+    ].join('\n');
+    const result = await bash(`python3 -c "${script}"`);
+    expect(result.code, result.stderr).toBe(0);
+    // The kernel's own answers: a chown drops the set-id bit, fchmod on an O_PATH fd is EBADF.
+    expect(result.stdout).toBe('O_PATH 9\n');
+    expect(fs.statSync(file('suid')).mode & 0o7777).toBe(0o755);
+    expect(fs.statSync(file('plain')).mode & 0o7777).toBe(0o600);
+    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
+      ['chown', 'suid'],
+      ['chmod', 'plain'],
+      ['chmod', 'plain'],
+    ]);
+  });
+
   it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
     write('a', 'a\n');
     const script = [
