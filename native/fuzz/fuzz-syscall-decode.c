@@ -231,6 +231,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                "nr %d: refusal text", nr);
     break;
 #endif
+  case BSH_ACT_DONE:
+    /* Only an fd chown/chmod that changes nothing is answered without acting. */
+    FUZZ_CHECK((c->op == BSH_OP_CHOWN || c->op == BSH_OP_CHMOD) && c->dup_fd >= 0 && c->have_status,
+               "nr %d: answered as done (op %d)", nr, (int)c->op);
+    break;
   case BSH_ACT_CONTINUE:
     FUZZ_CHECK(!is_meta(c->op), "nr %d: metadata call continued (path \"%s\")", nr, c->path);
     if (c->op == BSH_OP_OPEN) {

@@ -157,6 +157,7 @@ static int on_notification(struct loop *L) {
   }
   switch (act) {
   case BSH_ACT_ERRNO: respond(L->listener, c->notif_id, -c->err, 0); break;
+  case BSH_ACT_DONE: respond(L->listener, c->notif_id, 0, 0); break;
   case BSH_ACT_CONTINUE: respond(L->listener, c->notif_id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE); break;
   case BSH_ACT_DIRECT: finish(L, c, c->path, c->to); break;
   case BSH_ACT_ASK: {

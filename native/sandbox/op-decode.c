@@ -414,7 +414,7 @@ enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c
   if (anonymous) return BSH_ACT_DIRECT;
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
   if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return BSH_ACT_DIRECT;
-  if (bsh_meta_noop(c)) return refuse(c, 0); /* errno 0: answered as done, since it changes nothing */
+  if (bsh_meta_noop(c)) return BSH_ACT_DONE;
   c->flags |= AT_EMPTY_PATH;
   return ask(c);
 }

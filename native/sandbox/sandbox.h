@@ -81,6 +81,7 @@ enum bsh_action {
   BSH_ACT_DIRECT,   /* perform on behalf without asking (scratch metadata, anonymous files) */
   BSH_ACT_ASK,      /* ask the broker, then perform on behalf */
   BSH_ACT_REPORT,   /* refuse with -err, once the broker has recorded the refusal (audit) */
+  BSH_ACT_DONE,     /* answer success without acting: the call would change nothing (noop-meta.c) */
 };
 
 /* Longest "<syscall> <why>" text of a refusal report. */
