@@ -95,9 +95,12 @@ describe('processes killed mid-command', () => {
     let wrapperPid = 0;
     const killed: { run?: number; supervisor?: number; tree: number[] } = { tree: [] };
     let killing: Promise<void> | undefined;
+    // The killed `run` cannot remove its scratch and socket dirs: they go in the world's, removed with it.
+    const tmp = path.join(world.base, 'tmp');
+    await fs.mkdir(tmp);
     const result = await run(world, command, { session, policy: await durabilityPolicy(world, durability) }, {
       wrapper: ['python3', subreaper],
-      env: { ...WRITER_ENV, REAP_REPORT: report },
+      env: { ...WRITER_ENV, REAP_REPORT: report, TMPDIR: tmp },
       onSpawn: (pid) => (wrapperPid = pid),
       onStdout: (text) => {
         if (killing || okCount(text) < 20) return;
