@@ -6,7 +6,7 @@
  *   npx tsx examples/serve-demo.ts
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,6 +14,8 @@ import { createInterface } from 'node:readline';
 
 const cli = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'bin', 'brokered-shell.js');
 const base = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'brokered-shell-demo-')));
+// Everything the demo made (workspace, store, socket) goes when it ends, however it ends.
+process.on('exit', () => rmSync(base, { recursive: true, force: true }));
 const workspace = path.join(base, 'workspace');
 const env = { ...process.env, BROKERED_SHELL_HOME: path.join(base, 'home'), XDG_DATA_HOME: path.join(base, 'xdg'), BROKERED_SHELL_LOG_LEVEL: 'error' };
 const socket = path.join(base, 'run', 'broker.sock');
