@@ -262,6 +262,14 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
+  /*
+   * O_CREAT|O_EXCL of a name that is there fails with EEXIST whatever else holds (the
+   * kernel checks it before write permission, Landlock or the policy could matter), and
+   * changes nothing: the kernel's answer, without a question. `tar -x` tries this on every
+   * file it then replaces. Not for O_TMPFILE, O_DIRECTORY or a trailing slash.
+   */
+  bool plain_create = (flags & (__O_TMPFILE | O_DIRECTORY)) == 0 && !c->path_slash;
+  if (excl_create && plain_create && lstat(c->path, &st) == 0) return refuse(c, EEXIST);
   return ask(c);
 }
 

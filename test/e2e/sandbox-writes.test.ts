@@ -258,6 +258,28 @@ describe('modifications of existing workspace files', () => {
     ]);
   });
 
+  it('O_CREAT|O_EXCL of a name that is there gets EEXIST from the supervisor, without a question', async () => {
+    write('there', 'kept\n');
+    fs.symlinkSync(file('nowhere'), file('dangling'));
+    const script = [
+      'import os',
+      "for name in ('there', 'dangling', 'new'):",
+      '    try:',
+      '        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))',
+      "        print(name, 'created')",
+      '    except OSError as e:',
+      '        print(name, e.errno)',
+    ].join('\n');
+    const result = await bash(`python3 -c "${script}"`);
+    expect(result.code, result.stderr).toBe(0);
+    // EEXIST for a file and for a dangling link (O_EXCL never follows it), as the kernel says.
+    expect(result.stdout).toBe('there 17\ndangling 17\nnew created\n');
+    expect(read('there')).toBe('kept\n');
+    expect(fs.existsSync(file('nowhere'))).toBe(false);
+    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([['open', 'new']]);
+    expect(broker.backups.size).toBe(0);
+  });
+
   it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
     write('a', 'a\n');
     const script = [
