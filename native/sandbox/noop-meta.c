@@ -1,7 +1,7 @@
 /*
- * fd-based ownership and mode calls that would change nothing. `sed -i` gives its temp
- * file the owner it already has, `tar -x` sets the mode a file was just created with:
- * each is a broker round trip for no change at all. Such a call needs nobody's
+ * fd-based ownership and mode calls that would change nothing. `sed -i` and `tar -x` give
+ * every file they write the owner it already has: each is a broker round trip for no
+ * change at all. Such a call needs nobody's
  * permission and leaves nothing to back up, so it is answered as done without touching
  * the file. Only what the kernel itself would also leave unchanged qualifies, asked by
  * the file's owner (the kernel's own condition for it without capabilities); anything
