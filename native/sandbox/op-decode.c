@@ -371,7 +371,11 @@ enum bsh_action bsh_dec_symlink(const struct bsh_config *cfg, struct bsh_call *c
   int rc = read_named(c, nd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
+  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
+     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
+  struct stat st;
+  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
 }
 
 enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -382,7 +386,11 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
+  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
+     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
+  struct stat st;
+  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
 }
 
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -401,7 +409,11 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
     return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
                       (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
+  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
+     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
+  struct stat st;
+  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
 }
 
 /*

@@ -280,6 +280,19 @@ describe('modifications of existing workspace files', () => {
     expect(broker.backups.size).toBe(0);
   });
 
+  it('mkdir of a name that is there gets EEXIST from the supervisor: mkdir -p over existing levels asks nothing', async () => {
+    fs.mkdirSync(file('a/b/c'), { recursive: true });
+    write('a/plain', 'x');
+    const result = await bash('mkdir -p a/b/c && mkdir -p a/b/c/d; mkdir a/plain; echo $?');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toBe('1\n');
+    expect(result.stderr).toMatch(/File exists/);
+    expect(fs.statSync(file('a/b/c/d')).isDirectory()).toBe(true);
+    expect(read('a/plain')).toBe('x');
+    // Only the directory that was not there reached the broker.
+    expect(broker.requests.map((r) => [r.op, path.relative(ws, r.path)])).toEqual([['mkdir', 'a/b/c/d']]);
+  });
+
   it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
     write('a', 'a\n');
     const script = [
