@@ -47,16 +47,18 @@ bool bsh_meta_noop(const struct bsh_call *c) {
   } else if (c->fd_form != BSH_FD_EMPTY) {
     return false;
   }
-  struct statx stx;
-  if (statx(c->dup_fd, "", AT_EMPTY_PATH | AT_STATX_SYNC_AS_STAT, STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID, &stx) != 0)
-    return false;
   const unsigned need = STATX_TYPE | STATX_MODE | STATX_UID | STATX_GID;
-  if ((stx.stx_mask & need) != need) return false;
-  if (!S_ISREG(stx.stx_mode) && !S_ISDIR(stx.stx_mode)) return false;
-  if (c->fsuid != stx.stx_uid || frozen(c->dup_fd, &stx)) return false;
+  struct statx stx;
+  if (statx(c->dup_fd, "", AT_EMPTY_PATH | AT_STATX_SYNC_AS_STAT, need, &stx) != 0 || (stx.stx_mask & need) != need) return false;
+  if ((!S_ISREG(stx.stx_mode) && !S_ISDIR(stx.stx_mode)) || c->fsuid != stx.stx_uid) return false;
+  /* Same ids or mode first: most calls do change something, and then no more syscalls are spent. */
   mode_t mode = stx.stx_mode & 07777;
-  if (c->op == BSH_OP_CHMOD) return (c->mode & (S_ISUID | S_ISGID)) == 0 && (mode_t)c->mode == mode;
-  bool same_uid = c->uid == (uid_t)-1 || c->uid == stx.stx_uid;
-  bool same_gid = c->gid == (gid_t)-1 || c->gid == stx.stx_gid;
-  return same_uid && same_gid && !holds_privilege(c->dup_fd, mode);
+  if (c->op == BSH_OP_CHMOD) {
+    if ((c->mode & (S_ISUID | S_ISGID)) != 0 || (mode_t)c->mode != mode) return false;
+  } else {
+    bool same_uid = c->uid == (uid_t)-1 || c->uid == stx.stx_uid;
+    bool same_gid = c->gid == (gid_t)-1 || c->gid == stx.stx_gid;
+    if (!same_uid || !same_gid || holds_privilege(c->dup_fd, mode)) return false;
+  }
+  return !frozen(c->dup_fd, &stx);
 }

@@ -42,6 +42,8 @@ const file = (name: string) => path.join(ws, name);
 const read = (name: string) => fs.readFileSync(file(name), 'utf8');
 const write = (name: string, text: string) => fs.writeFileSync(file(name), text);
 const bash = (script: string) => runBash(script, { cwd: ws, broker, scratch: [scratch], env: { BIN: bin } });
+/** A Python program of these lines, run by the sandboxed bash. */
+const python = (lines: readonly string[]) => bash(`python3 -c "${lines.join('\n')}"`);
 
 function expectOk(result: RunResult): void {
   expect(result.code, result.stderr).toBe(0);
@@ -182,7 +184,7 @@ describe('modifications of existing workspace files', () => {
 
   it('metadata calls by path and by fd: xattrs, fchmod, chown, utime', async () => {
     write('f', 'old\n');
-    const script = [
+    const result = await python([
       'import os',
       "os.setxattr('f', 'user.a', b'1')",
       "os.setxattr('f', 'user.b', b'2')",
@@ -192,8 +194,7 @@ describe('modifications of existing workspace files', () => {
       'os.fchmod(fd, 0o640)',
       "os.chown('f', os.getuid(), os.getgid())",
       "os.utime('f', (1000000000, 1000000000))",
-    ].join('\n');
-    const result = await bash(`python3 -c "${script}"`);
+    ]);
     expect(result.code, result.stderr).toBe(0);
     const stat = fs.statSync(file('f'));
     expect(stat.mode & 0o777).toBe(0o640);
@@ -211,15 +212,14 @@ describe('modifications of existing workspace files', () => {
   it('an fd chown or chmod that changes nothing is answered without asking the broker', async () => {
     write('f', 'old\n');
     fs.chmodSync(file('f'), 0o640);
-    const script = [
+    const result = await python([
       'import os',
       "fd = os.open('f', os.O_RDONLY)",
       'os.fchown(fd, os.getuid(), os.getgid())',
       'os.fchown(fd, -1, -1)',
       'os.fchmod(fd, 0o640)',
       "print('done')",
-    ].join('\n');
-    const result = await bash(`python3 -c "${script}"`);
+    ]);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toBe('done\n');
     const stat = fs.statSync(file('f'));
@@ -233,7 +233,7 @@ describe('modifications of existing workspace files', () => {
     fs.chmodSync(file('suid'), 0o4755);
     write('plain', 'y');
     fs.chmodSync(file('plain'), 0o644);
-    const script = [
+    const result = await python([
       'import os',
       "s = os.open('suid', os.O_RDONLY)",
       'os.fchown(s, os.getuid(), os.getgid())',
@@ -244,8 +244,7 @@ describe('modifications of existing workspace files', () => {
       '    os.fchmod(q, 0o600)',
       'except OSError as e:',
       "    print('O_PATH', e.errno)",
-    ].join('\n');
-    const result = await bash(`python3 -c "${script}"`);
+    ]);
     expect(result.code, result.stderr).toBe(0);
     // The kernel's own answers: a chown drops the set-id bit, fchmod on an O_PATH fd is EBADF.
     expect(result.stdout).toBe('O_PATH 9\n');
@@ -261,7 +260,7 @@ describe('modifications of existing workspace files', () => {
   it('O_CREAT|O_EXCL of a name that is there gets EEXIST from the supervisor, without a question', async () => {
     write('there', 'kept\n');
     fs.symlinkSync(file('nowhere'), file('dangling'));
-    const script = [
+    const result = await python([
       'import os',
       "for name in ('there', 'dangling', 'new'):",
       '    try:',
@@ -269,8 +268,7 @@ describe('modifications of existing workspace files', () => {
       "        print(name, 'created')",
       '    except OSError as e:',
       '        print(name, e.errno)',
-    ].join('\n');
-    const result = await bash(`python3 -c "${script}"`);
+    ]);
     expect(result.code, result.stderr).toBe(0);
     // EEXIST for a file and for a dangling link (O_EXCL never follows it), as the kernel says.
     expect(result.stdout).toBe('there 17\ndangling 17\nnew created\n');
