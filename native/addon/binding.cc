@@ -11,6 +11,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   bsh::RegisterFsAt(env, exports);
   bsh::RegisterKernelProbe(env, exports);
   bsh::RegisterSendWithFd(env, exports);
+  bsh::RegisterPlainWalk(env, exports);
   return exports;
 }
 

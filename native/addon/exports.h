@@ -12,6 +12,7 @@ void RegisterOpenNoSymlinks(Napi::Env env, Napi::Object exports);   // no-symlin
 void RegisterFsAt(Napi::Env env, Napi::Object exports);             // fs-at.cc
 void RegisterKernelProbe(Napi::Env env, Napi::Object exports);      // kernel-probe.cc
 void RegisterSendWithFd(Napi::Env env, Napi::Object exports);       // send-fd.cc
+void RegisterPlainWalk(Napi::Env env, Napi::Object exports);        // plain-walk.cc
 
 }  // namespace bsh
 

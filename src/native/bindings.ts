@@ -59,6 +59,14 @@ export interface NativeBinding {
    * writes to, call it only when Node has nothing queued, or the bytes overtake.
    */
   sendWithFd(socketFd: number, data: Buffer, fd: number): number;
+
+  /**
+   * The path walk's common case in one call (src/plugins/path-resolution/walk.ts): an
+   * absolute path without `.`, `..`, symlinks or /proc, each component lstat'ed. Returns
+   * `nlink * 65536 + st_mode` of the final component, -1 when only the final name is
+   * missing and `allowMissingFinal`, -2 for anything else (the JS walk decides those).
+   */
+  walkPlain(path: string, allowMissingFinal?: boolean): number;
 }
 
 /** Every function name of the binding; the Record type makes the compiler check it is complete. */
@@ -79,6 +87,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   openNoSymlinks: true,
   probeKernel: true,
   sendWithFd: true,
+  walkPlain: true,
 };
 
 export const BINDING_FUNCTION_NAMES: readonly string[] = Object.freeze(Object.keys(bindingFunctions));

@@ -2,7 +2,7 @@ import { lstatSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { BrokerError, ErrorCodes, type PathKind } from '../../core/index.js';
 import type { ResolveStrategy } from './strategies.js';
-import { fsFailure, walkSync, type WalkResult } from './walk.js';
+import { fsFailure, walkSync, type EntryStats, type WalkResult } from './walk.js';
 
 /**
  * Absolute and lexically normalised: `.`, `..` and duplicate slashes removed, no
@@ -135,7 +135,7 @@ export async function inspect(p: string): Promise<{ kind: PathKind; links?: numb
 }
 
 /** The kind (and link count of a file) an `lstat` result stands for; `null`: absent. */
-export function describeStats(stats: Stats | null): { kind: PathKind; links?: number } {
+export function describeStats(stats: EntryStats | null): { kind: PathKind; links?: number } {
   if (stats === null) return { kind: 'absent' };
   if (stats.isSymbolicLink()) return { kind: 'symlink' };
   if (stats.isFile()) return { kind: 'file', links: stats.nlink };

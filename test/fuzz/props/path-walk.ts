@@ -5,6 +5,8 @@ import fc from 'fast-check';
 import { BrokerError } from '../../../src/core/index.js';
 import { isWithin } from '../../../src/plugins/file-safety/index.js';
 import { resolveWith, type ResolveStrategy } from '../../../src/plugins/path-resolution/index.js';
+import { describeStats } from '../../../src/plugins/path-resolution/resolve.js';
+import { walkByComponents, walkPlain } from '../../../src/plugins/path-resolution/walk.js';
 
 /**
  * The resolving walk of src/plugins/path-resolution (resolve.ts, walk.ts) on real,
@@ -170,4 +172,15 @@ export const properties = {
         }
       },
     ),
+
+  "the addon's shortcut: where it answers, the walk by components gives the same": () =>
+    fc.asyncProperty(fc.array(entry, { maxLength: 8 }), request, fc.boolean(), async (entries, [parts, fromWs], allowMissingFinal) => {
+      const base = makeTree(entries);
+      const p = `${fromWs ? `${base}/ws` : base}/${parts.join('/')}`;
+      const fast = walkPlain(p, allowMissingFinal);
+      if (!fast) return;
+      const slow = walkByComponents(p, { followFinal: true, allowMissingFinal });
+      const [a, b] = [fast, slow].map((r) => JSON.stringify({ path: r.path, ...describeStats(r.stats) }));
+      if (a !== b) throw new Error(`${p}: addon ${a}, by components ${b}`);
+    }),
 } satisfies Record<string, () => fc.IAsyncPropertyWithHooks<unknown[]>>;
