@@ -114,9 +114,12 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     const { request } = resolved;
     // In-process calls are the owner's own, unless a socket client's announcement made them (it has a peer).
     if (request.origin === 'api' && !request.peer) return undefined;
+    const copySource = request.action === 'host-op' && request.operation === 'copy';
+    // A read the broker neither performs nor links: nothing to check, no stat to pay for.
+    if (target.access === 'read' && !copySource && request.operation !== 'link') return undefined;
     const info = target.kind === 'absent' ? undefined : this.#stat(target.resolved);
     // The broker reads: a copy's source, and every existing file it backs up before a change.
-    const brokerReads = target.access === 'read' ? request.action === 'host-op' && request.operation === 'copy' : info?.isFile() === true;
+    const brokerReads = target.access === 'read' ? copySource : info?.isFile() === true;
     // The broker itself changes it (host operations, fd grants); the kernel supervisor acts with the command's own rights.
     const brokerWrites = target.access !== 'read' && (request.action === 'host-op' || request.action === 'token');
     if (!brokerReads && !brokerWrites && request.operation !== 'link') return undefined;

@@ -1,5 +1,6 @@
-import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
+import { PolicyStage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
 import { VERDICT_SEVERITY, evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
+import { formsOf, type TargetForms } from './patterns.js';
 import { evaluateTree } from './tree.js';
 import type { FileSafetyOptions } from './options.js';
 import { compileFileSafety, type FileSafetyPolicy } from './policy.js';
@@ -40,38 +41,53 @@ export class FileSafetyPlugin implements BrokerPlugin {
         `file-safety rule ${pattern} (${decision}) cannot lift the mandatory protection of ${example}; it is never applied there`,
       );
     }
-    const tap = (name: string, stage: number, decide: (target: ResolvedTarget, own: ResolvedTarget) => Decision | undefined) =>
+    // Every tap judges the same target of the same request (the broker hands each tap the
+    // same object): its judged form and the names it goes by are worked out once, not per tap.
+    const views = new WeakMap<ResolvedTarget, TargetView>();
+    const viewOf = (target: ResolvedTarget, request: BrokerRequest): TargetView => {
+      let view = views.get(target);
+      if (!view) {
+        const judged = policyTargetFor(target, request);
+        view = { judged, forms: formsOf(judged, this.policy.homes) };
+        views.set(target, view);
+      }
+      return view;
+    };
+    const tap = (name: string, stage: number, decide: (view: TargetView) => Decision | undefined) =>
       broker.hooks.evaluatePolicy.tap({ name, stage }, (target, resolved, context) => {
-        const decision = decide(policyTargetFor(target, resolved.request), target);
+        const decision = decide(viewOf(target, resolved.request));
         if (decision) logDecision(context, target, decision);
         return decision;
       });
-    // Denials come before session grants (nothing lifts them); prompts after (a grant may).
-    // Both taps need the same answer for the same target of the same request (the object the
-    // broker hands every tap): computed once.
-    const seen = new WeakMap<ResolvedTarget, Decision | undefined>();
-    const mandatory = (judged: ResolvedTarget, own: ResolvedTarget) => {
-      if (seen.has(own)) return seen.get(own);
-      const decision = evaluateMandatoryStage(judged, this.policy);
-      seen.set(own, decision);
-      return decision;
+    // Denials come before session grants (nothing lifts them); prompts after (a grant may):
+    // both taps need the one answer, computed once.
+    const mandatory = (view: TargetView) => {
+      view.mandatory ??= evaluateMandatoryStage(view.judged, this.policy, view.forms) ?? null;
+      return view.mandatory ?? undefined;
     };
-    tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (judged, own) => only(mandatory(judged, own), (v) => v === 'deny'));
-    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (judged, own) => only(mandatory(judged, own), (v) => v !== 'deny'));
+    tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (view) => only(mandatory(view), (v) => v === 'deny'));
+    tap(FILE_SAFETY_TAPS.mandatory, PolicyStage.MANDATORY, (view) => only(mandatory(view), (v) => v !== 'deny'));
     // Before the rules: a whole-directory operation is judged by what is inside too.
     broker.hooks.evaluatePolicy.tapPromise({ name: FILE_SAFETY_TAPS.tree, stage: PolicyStage.RULES - 1 }, async (target, resolved, context) => {
       const inside = await evaluateTree(target, resolved, this.policy);
       if (!inside) return undefined;
       // What is inside can only make the directory's own verdict stricter, never looser.
-      const judged = policyTargetFor(target, resolved.request);
-      const own = [evaluateRules(judged, this.policy), evaluateRoots(judged, this.policy)];
+      const { judged, forms } = viewOf(target, resolved.request);
+      const own = [evaluateRules(judged, this.policy, forms), evaluateRoots(judged, this.policy)];
       const decision = own.reduce<Decision>((worst, d) => (d && VERDICT_SEVERITY[d.verdict] > VERDICT_SEVERITY[worst.verdict] ? d : worst), inside);
       logDecision(context, target, decision);
       return decision;
     });
-    tap(FILE_SAFETY_TAPS.rules, PolicyStage.RULES, (target) => evaluateRules(target, this.policy));
-    tap(FILE_SAFETY_TAPS.roots, PolicyStage.DEFAULTS, (target) => evaluateRoots(target, this.policy));
+    tap(FILE_SAFETY_TAPS.rules, PolicyStage.RULES, ({ judged, forms }) => evaluateRules(judged, this.policy, forms));
+    tap(FILE_SAFETY_TAPS.roots, PolicyStage.DEFAULTS, ({ judged }) => evaluateRoots(judged, this.policy));
   }
+}
+
+/** A target as the policy judges it (see policyTargetFor), the names it goes by, and its mandatory verdict once asked (`null`: none). */
+interface TargetView {
+  readonly judged: ResolvedTarget;
+  readonly forms: TargetForms;
+  mandatory?: Decision | null;
 }
 
 function only(decision: Decision | undefined, keep: (verdict: Decision['verdict']) => boolean): Decision | undefined {
