@@ -19,6 +19,7 @@ import {
   PLUGIN_NAME,
   compileFileSafety,
   evaluateFileSafety,
+  isWithin,
   type FileSafetyOptions,
 } from '../../src/plugins/file-safety/index.js';
 import { GIT_PROTECTED_PATTERNS, buildProtections, requiredText } from '../../src/plugins/file-safety/mandatory.js';
@@ -454,5 +455,19 @@ describe('requiredText: the text every match of the git protections contains', (
     const notCovered = ['/w/.git/HEAD', '/w/git/hooks', '/w/.gitx/hooks', '/w/x.git/hooks', '/w/.git\\hooks'];
     for (const form of covered) expect([form, git?.covers(form), form.includes(requiredText(GIT_PROTECTED_PATTERNS))]).toEqual([form, true, true]);
     for (const form of notCovered) expect([form, git?.covers(form)]).toEqual([form, false]);
+  });
+});
+
+describe('isWithin: at a component boundary, without building a string', () => {
+  it('agrees with "the base itself or base + / as a prefix" on every short path', () => {
+    const alphabet = ['/', 'a', 'b'];
+    const strings = [''];
+    for (let length = 1; length <= 4; length += 1) {
+      for (const prefix of strings.filter((s) => s.length === length - 1)) strings.push(...alphabet.map((c) => prefix + c));
+    }
+    const naive = (p: string, base: string) => (base === '/' ? p.startsWith('/') : p === base || p.startsWith(`${base}/`));
+    const differing = strings.flatMap((p) => strings.filter((base) => isWithin(p, base) !== naive(p, base)).map((base) => [p, base]));
+    expect(differing).toEqual([]);
+    expect([isWithin('/root2', '/root'), isWithin('/root/x', '/root'), isWithin('/root', '/root')]).toEqual([false, true, true]);
   });
 });

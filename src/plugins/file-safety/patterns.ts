@@ -56,8 +56,11 @@ export function ancestorsOf(p: string): string[] {
 /** `p` is `base` or beneath it, at a component boundary (`/root2` is not in `/root`). */
 export function isWithin(p: string, base: string): boolean {
   if (base === '/') return p.startsWith('/');
-  return p === base || p.startsWith(`${base}/`);
+  // No `${base}/` to build: asked for every anchor and form of every request.
+  return p.startsWith(base) && (p.length === base.length || p.charCodeAt(base.length) === SLASH);
 }
+
+const SLASH = 0x2f;
 
 /** `p` is strictly beneath `base`. */
 export function isBeneath(p: string, base: string): boolean {
