@@ -93,13 +93,13 @@ export function walkByComponents(raw: string, options: WalkOptions): WalkResult 
  * addon (not built on this machine) every path takes the JS walk: slower, not different.
  */
 export function walkPlain(raw: string, allowMissingFinal: boolean): WalkResult | undefined {
-  if (plainWalker === null || NOT_FOR_ADDON.test(raw)) return undefined;
+  const walker = plainWalkerOf();
+  if (!walker || NOT_FOR_ADDON.test(raw)) return undefined;
   let found: number;
   try {
-    plainWalker ??= native().walkPlain;
-    found = plainWalker(raw, allowMissingFinal);
+    found = walker(raw, allowMissingFinal);
   } catch {
-    plainWalker = null;
+    // Only a bad argument throws there; the walk by components reports what is wrong.
     return undefined;
   }
   if (found === PLAIN_NOT) return undefined;
@@ -115,7 +115,20 @@ export function walkPlain(raw: string, allowMissingFinal: boolean): WalkResult |
 const NOT_FOR_ADDON = /[\0\uD800-\uDFFF]/;
 const PLAIN_ABSENT = -1;
 const PLAIN_NOT = -2;
-let plainWalker: ((path: string, allowMissingFinal: boolean) => number) | null | undefined;
+type PlainWalker = (path: string, allowMissingFinal: boolean) => number;
+let plainWalker: PlainWalker | null | undefined;
+
+/** The addon's function, loaded once; `null` when the addon cannot be loaded here. */
+function plainWalkerOf(): PlainWalker | null {
+  if (plainWalker === undefined) {
+    try {
+      plainWalker = native().walkPlain;
+    } catch {
+      plainWalker = null;
+    }
+  }
+  return plainWalker;
+}
 
 /** The mode and link count the addon reports, asked the way a Stats object is. */
 class BriefStats implements EntryStats {
