@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C, lutimesSync, mkdirSync, renameSync, type BigIntStats } from 'node:fs';
+import { constants as C, existsSync, lutimesSync, mkdirSync, renameSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
@@ -262,6 +262,10 @@ export class BlobStore {
    * nothing (the touch changed only its times).
    */
   async #reusable(final: string, sha256: string, size: number, sync: boolean): Promise<boolean> {
+    // The usual answer, "no such blob", without an Error built and thrown for it (a thrown
+    // ENOENT cost more than the rest of this check). A blob that goes between the two
+    // calls is caught below as before.
+    if (!existsSync(final)) return false;
     const now = new Date();
     try {
       lutimesSync(final, now, now);

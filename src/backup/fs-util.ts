@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import nodeFs, { closeSync, constants as C, lstatSync, openSync, type BigIntStats } from 'node:fs';
+import nodeFs, { closeSync, constants as C, lstatSync, mkdirSync, openSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 
@@ -84,7 +84,9 @@ export async function inBatches<T>(items: readonly T[], limit: number, fn: (item
 
 /** mkdir -p with 0700, and durable: the parent of each directory made is fsynced. */
 export async function mkdirPrivate(dir: string): Promise<void> {
-  const first = await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  // Synchronous: nearly always the directory is there (a blob's fan-out directory at each
+  // backup), an answer the kernel gives at once, where the pool cost a round trip.
+  const first = mkdirSync(dir, { recursive: true, mode: 0o700 });
   if (first === undefined) return;
   let current = dir;
   while (current.length >= first.length) {
