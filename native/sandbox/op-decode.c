@@ -148,6 +148,16 @@ static enum bsh_action ask(struct bsh_call *c) {
   return rc == 0 ? BSH_ACT_ASK : refuse(c, -rc);
 }
 
+/*
+ * mkdir, mknod and symlink of a name that is there: EEXIST, which the kernel reports
+ * before a read-only mount or a permission (`mkdir -p` and `makedirs(exist_ok=True)` meet
+ * it on every existing level). Anything else is asked.
+ */
+static enum bsh_action create_unless_there(struct bsh_call *c) {
+  struct stat st;
+  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
+}
+
 /* openat2's restricting resolve flags, checked on what the target named, from its dirfd. */
 static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int flags, uint64_t resolve) {
   int base = AT_FDCWD;
@@ -371,11 +381,7 @@ enum bsh_action bsh_dec_symlink(const struct bsh_config *cfg, struct bsh_call *c
   int rc = read_named(c, nd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
-  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
-     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
-  struct stat st;
-  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
 }
 
 enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -386,11 +392,7 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
-  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
-     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
-  struct stat st;
-  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
 }
 
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -409,11 +411,7 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
     return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
                       (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
-  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
-  /* A name that is there: EEXIST, which the kernel reports before a read-only mount or a
-     permission (`mkdir -p` and `makedirs(exist_ok=True)` meet it on every existing level). */
-  struct stat st;
-  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
+  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
 }
 
 /*
