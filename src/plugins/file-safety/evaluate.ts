@@ -117,8 +117,9 @@ export function policyTargetFor<T extends PolicyTarget & { role?: string }>(
   request?: Pick<BrokerRequest, 'operation' | 'options'>,
 ): T {
   const hardLinkSource = request?.operation === 'link' && target.role === 'from' && request.options.symbolic !== true;
-  const judged = hardLinkSource && target.access === 'read' ? { ...target, access: 'write' as const } : target;
-  return request && IN_PLACE.has(request.operation) && target.role !== 'from' ? { ...judged, inPlace: true } : judged;
+  // Object.assign, not `{ ...target, field }`: on Node 20's V8 each field after a spread costs a runtime call.
+  const judged = hardLinkSource && target.access === 'read' ? Object.assign({}, target, { access: 'write' as const }) : target;
+  return request && IN_PLACE.has(request.operation) && target.role !== 'from' ? Object.assign({}, judged, { inPlace: true }) : judged;
 }
 
 /**

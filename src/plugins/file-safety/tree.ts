@@ -29,7 +29,7 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
     for (const decision of [evaluateMandatory(inside, forms, policy.protections), evaluateRules(inside, policy, forms)]) {
       if (!decision || (decision.verdict !== 'deny' && decision.verdict !== 'prompt')) continue;
       if (!worst || VERDICT_SEVERITY[decision.verdict] > VERDICT_SEVERITY[worst.verdict]) {
-        worst = { ...decision, reason: `${target.resolved} contains ${entry}: ${decision.reason ?? decision.verdict}` };
+        worst = Object.assign({}, decision, { reason: `${target.resolved} contains ${entry}: ${decision.reason ?? decision.verdict}` });
       }
     }
     if (worst?.verdict === 'deny') break;
