@@ -62,11 +62,14 @@ export interface NativeBinding {
 
   /**
    * The path walk's common case in one call (src/plugins/path-resolution/walk.ts): an
-   * absolute path without `.`, `..`, symlinks or /proc, each component lstat'ed. Returns
-   * `nlink * 65536 + st_mode` of the final component, -1 when only the final name is
-   * missing and `allowMissingFinal`, -2 for anything else (the JS walk decides those).
+   * absolute path without `.`, `..`, symlinks or /proc, looked up once by openat2 with
+   * RESOLVE_NO_SYMLINKS. Returns `nlink * 65536 + st_mode` of the final component, -1 when
+   * only the final name is missing and `allowMissingFinal`, -2 for anything else (the JS
+   * walk decides those).
    */
   walkPlain(path: string, allowMissingFinal?: boolean): number;
+  /** The same answer by an lstat per component: what `walkPlain` does where openat2 is missing. */
+  walkPlainByLstat(path: string, allowMissingFinal?: boolean): number;
 }
 
 /** Every function name of the binding; the Record type makes the compiler check it is complete. */
@@ -88,6 +91,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   probeKernel: true,
   sendWithFd: true,
   walkPlain: true,
+  walkPlainByLstat: true,
 };
 
 export const BINDING_FUNCTION_NAMES: readonly string[] = Object.freeze(Object.keys(bindingFunctions));

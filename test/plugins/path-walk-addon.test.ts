@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeStats } from '../../src/plugins/path-resolution/resolve.js';
+import { native } from '../../src/native/loader.js';
 import { walkByComponents, walkPlain, walkSync, type WalkResult } from '../../src/plugins/path-resolution/walk.js';
 
 // The addon's one-call walk (native/addon/plain-walk.cc) answers only paths without links,
@@ -74,5 +75,25 @@ describe('paths it hands back to the walk by components', () => {
     expect(walkSync(at('link-dir/file.txt'), { followFinal: true, allowMissingFinal: false }).path).toBe(at('dir/file.txt'));
     expect(() => walkSync(at('gone/new.txt'), { followFinal: true, allowMissingFinal: true })).toThrow(/does not exist/);
     expect(() => walkSync(`/proc/${process.pid}/cwd`, { followFinal: true, allowMissingFinal: false })).toThrow(/broker's own process/);
+  });
+});
+
+describe('the walk kernels without openat2 get (an lstat per component)', () => {
+  // Every path of the tables above, both answers of the addon compared raw.
+  const relatives = [
+    'dir/file.txt', 'dir/deep', 'dir/new.txt', 'dir//deep/', 'link-dir/file.txt', 'link-file', 'dangling',
+    'dir/deep/../file.txt', 'dir/./file.txt', 'gone/new.txt', 'dir/file.txt/x', `dir/${'n'.repeat(300)}`, 'dir/new/', '',
+  ];
+  it.each(relatives.flatMap((relative) => [[relative, true], [relative, false]] as const))('%s (missing final allowed: %s)', (relative, allowMissingFinal) => {
+    const addon = native();
+    expect(addon.walkPlainByLstat(at(relative), allowMissingFinal)).toBe(addon.walkPlain(at(relative), allowMissingFinal));
+  });
+
+  it('answers the root and hands back /proc the same way', () => {
+    const addon = native();
+    for (const p of ['/', '//', '/proc', `/proc/${process.pid}/cwd`, 'relative']) {
+      expect(addon.walkPlainByLstat(p, true)).toBe(addon.walkPlain(p, true));
+    }
+    expect(addon.walkPlain('/', false)).toBeGreaterThan(0);
   });
 });

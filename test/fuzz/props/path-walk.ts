@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { BrokerError } from '../../../src/core/index.js';
 import { isWithin } from '../../../src/plugins/file-safety/index.js';
 import { resolveWith, type ResolveStrategy } from '../../../src/plugins/path-resolution/index.js';
+import { native } from '../../../src/native/loader.js';
 import { describeStats } from '../../../src/plugins/path-resolution/resolve.js';
 import { walkByComponents, walkPlain } from '../../../src/plugins/path-resolution/walk.js';
 
@@ -177,6 +178,9 @@ export const properties = {
     fc.asyncProperty(fc.array(entry, { maxLength: 8 }), request, fc.boolean(), async (entries, [parts, fromWs], allowMissingFinal) => {
       const base = makeTree(entries);
       const p = `${fromWs ? `${base}/ws` : base}/${parts.join('/')}`;
+      // The walk kernels without openat2 get (an lstat per component) answers as the openat2 one does.
+      const addon = native();
+      if (addon.walkPlainByLstat(p, allowMissingFinal) !== addon.walkPlain(p, allowMissingFinal)) throw new Error(`${p}: the two addon walks differ`);
       const fast = walkPlain(p, allowMissingFinal);
       if (!fast) return;
       const slow = walkByComponents(p, { followFinal: true, allowMissingFinal });
