@@ -49,7 +49,7 @@ const USAGE = `usage: npm run bench [-- options]   (each option also from the en
   --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn); native is always kept as the reference
   --out DIR          where latest.md and latest.json go (BENCH_OUT, bench/results)
 Sizes at scale 1: read 20,000 files; sed 1,000; create 10,000; git 5,000; tar 1,000;
-socket and pipeline 5,000 requests per case; backups 16 × 4 MiB per mode.
+socket and pipeline 5,000 requests per case (socket after 10,000 of warm-up); backups 16 × 4 MiB per mode.
 `;
 
 function number(name: string, value: string | undefined, fallback: number, min: number, integer = true): number {

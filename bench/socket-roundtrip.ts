@@ -3,7 +3,7 @@
  * driven by a lean closed-loop client (one request in flight per connection), next to
  * a trivial echo server answering `SANDBOX` so the broker's own cost is the difference.
  *
- *   node --import tsx bench/socket-roundtrip.ts [--n 20000] [--n-concurrent 10000] [--warmup 1000]
+ *   node --import tsx bench/socket-roundtrip.ts [--n 20000] [--n-concurrent 10000] [--warmup 10000]
  *     [--first-touch 1000] [--concurrency 1,4,16] [--only REGEX] [--cpu-prof [--profile-dir DIR]]
  *
  * Needs the compiled dist/ (`npx tsc -p tsconfig.build.json`). Not a test: no vitest.
@@ -21,6 +21,13 @@ import { growthTable, profileTable, resultsTable } from './lib/report.js';
 import { REPO_ROOT, benchTempDir, startServe, type ServeProcess } from './lib/serve.js';
 import { formatNumber } from './lib/table.js';
 import { positiveInt } from './lib/cli-options.js';
+
+/**
+ * Requests before a case is timed. A broker serves a whole session, so the rows report its
+ * steady state; V8 takes thousands of requests to optimise everything one runs through
+ * (text token p50 after 1,000: 62–66 µs; after 10,000: 43–51 µs, the same build).
+ */
+export const SOCKET_WARMUP = 10_000;
 
 export interface RoundtripOptions extends MeasureOptions {
   /** Distinct files for the read-write first-touch (backup) case. */
@@ -258,7 +265,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
   const options: RoundtripOptions & { json?: string; help: boolean } = {
     n: positiveInt('--n', values.n ?? env.BENCH_N, 20_000),
     nConcurrent: positiveInt('--n-concurrent', values['n-concurrent'] ?? env.BENCH_N_CONCURRENT, 10_000),
-    warmup: positiveInt('--warmup', values.warmup ?? env.BENCH_WARMUP, 1_000, 0),
+    warmup: positiveInt('--warmup', values.warmup ?? env.BENCH_WARMUP, SOCKET_WARMUP, 0),
     firstTouch: positiveInt('--first-touch', values['first-touch'] ?? env.BENCH_FIRST_TOUCH, 1_000),
     concurrency: concurrency.length > 0 ? concurrency : [1],
     cpuProf: values['cpu-prof'] === true,
@@ -274,7 +281,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv = process.en
 const USAGE = `usage: node --import tsx bench/socket-roundtrip.ts [options]
   --n N              measured requests per case, sequential run (env BENCH_N, default 20000)
   --n-concurrent N   measured requests per concurrent run (env BENCH_N_CONCURRENT, default 10000)
-  --warmup N         warm-up requests before each case (env BENCH_WARMUP, default 1000)
+  --warmup N         warm-up requests before each case (env BENCH_WARMUP, default 10000)
   --first-touch N    distinct files for the first-touch backup case (env BENCH_FIRST_TOUCH, default 1000)
   --concurrency LIST connection counts, 1 = sequential (env BENCH_CONCURRENCY, default 1,4,16)
   --only REGEX       only cases whose id matches (echo, token-read, token-rw-new, token-rw-first,

@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import { constants, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { KernelRequest } from '../../src/sandbox/protocol.js';
-import { runSocketRoundtrip } from '../socket-roundtrip.js';
+import { SOCKET_WARMUP, runSocketRoundtrip } from '../socket-roundtrip.js';
 import type { Product } from './sandbox-runner.js';
 import { benchTempDir } from './serve.js';
 import { ratePerSecond, summarizeNs } from './stats.js';
@@ -36,7 +36,7 @@ export async function socketRows(n: number, log: (line: string) => void): Promis
   const report = await runSocketRoundtrip({
     n,
     nConcurrent: n,
-    warmup: Math.min(1000, n),
+    warmup: SOCKET_WARMUP,
     firstTouch: 1,
     concurrency: [1],
     cpuProf: false,
