@@ -42,9 +42,19 @@ export function procRequester(peer: Peer): Requester | undefined {
   } catch {
     return undefined;
   }
-  const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1]?.trim();
-  const effective = BigInt(`0x${field('CapEff') ?? '0'}`);
-  const groups = (field('Groups') ?? '').split(/\s+/).filter(Boolean).map(Number);
+  return requesterFromStatus(status, peer);
+}
+
+// One line each, and never past its end: `Groups:` of a process without supplementary
+// groups is empty, and a pattern that let its blank run into the next line read the
+// process's own pid (`NStgid:`) as a group. Anything unexpected counts as nothing granted.
+const CAP_EFF_LINE = /^CapEff:[ \t]*([0-9a-f]{1,16})[ \t]*$/m;
+const GROUPS_LINE = /^Groups:([ \t0-9]*)$/m;
+
+/** The ids and DAC capabilities a /proc/PID/status text gives the peer. */
+export function requesterFromStatus(status: string, peer: Peer): Requester {
+  const effective = BigInt(`0x${CAP_EFF_LINE.exec(status)?.[1] ?? '0'}`);
+  const groups = (GROUPS_LINE.exec(status)?.[1] ?? '').split(/[ \t]+/).filter(Boolean).map(Number);
   const has = (cap: bigint) => ((effective >> cap) & 1n) === 1n;
   return { uid: peer.uid, gids: [peer.gid, ...groups], readsAll: has(CAP_DAC_OVERRIDE) || has(CAP_DAC_READ_SEARCH), writesAll: has(CAP_DAC_OVERRIDE) && has(CAP_FOWNER) };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Broker, type BrokerRequestInput, type Origin } from '../../src/core/index.js';
-import { RequesterAccessPlugin, procRequester, type Requester } from '../../src/plugins/requester-access.js';
+import { RequesterAccessPlugin, procRequester, requesterFromStatus, type Requester } from '../../src/plugins/requester-access.js';
 import { allowAll, identityResolver } from '../helpers/bare-broker.js';
 
 /** The file system the plugin sees: /d (0755 root), /d/x (0700 uid 1234) and files in them. */
@@ -133,5 +133,22 @@ describe('RequesterAccessPlugin', () => {
     expect(me?.uid).toBe(process.getuid?.());
     expect(me?.gids).toContain(process.getgid?.());
     expect(procRequester({ pid: 2 ** 30, uid: 0, gid: 0 })).toBeUndefined();
+    // Its groups are its own, nothing read from a neighbouring line (getgroups includes the egid).
+    expect(new Set(me?.gids)).toEqual(new Set([process.getgid?.(), ...(process.getgroups?.() ?? [])]));
+  });
+
+  it('reads only the Groups and CapEff lines, so an empty Groups line adds no group', () => {
+    const peer = { pid: 4242, uid: 1000, gid: 1000 };
+    const status = (groups: string, capEff: string) =>
+      `Name:\tsh\nTgid:\t4242\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:${groups}\nNStgid:\t4242\nNSpid:\t4242\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:${capEff}\nCapBnd:\t000001ffffffffff\n`;
+    // An empty list (the kernel writes a tab and a space) must not read the next line's pid as a group.
+    expect(requesterFromStatus(status('\t ', '\t0000000000000000'), peer)).toEqual({ uid: 1000, gids: [1000], readsAll: false, writesAll: false });
+    expect(requesterFromStatus(status('\t4 24 27 ', '\t0000000000000000'), peer).gids).toEqual([1000, 4, 24, 27]);
+    // CAP_DAC_OVERRIDE (bit 1) and CAP_FOWNER (bit 3); CAP_DAC_READ_SEARCH (bit 2) alone reads only.
+    expect(requesterFromStatus(status('\t ', '\t000000000000000a'), peer)).toMatchObject({ readsAll: true, writesAll: true });
+    expect(requesterFromStatus(status('\t ', '\t0000000000000004'), peer)).toMatchObject({ readsAll: true, writesAll: false });
+    // A missing or malformed line grants nothing.
+    expect(requesterFromStatus(status('\t ', '\tnot-hex'), peer)).toMatchObject({ readsAll: false, writesAll: false });
+    expect(requesterFromStatus('Name:\tsh\n', peer)).toEqual({ uid: 1000, gids: [1000], readsAll: false, writesAll: false });
   });
 });
