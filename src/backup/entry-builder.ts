@@ -1,4 +1,3 @@
-import path from 'node:path';
 import type { BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { isoFromNs, permissionBits } from './fs-util.js';
@@ -42,10 +41,22 @@ export function entryBase(file: string, request: EntryRequest): EntryBase {
 
 /** Paths are used as given (the caller resolved symlinks), so they must already be canonical in form. */
 export function checkTargetPath(file: string): string {
-  if (typeof file !== 'string' || !path.isAbsolute(file) || file.includes('\0') || path.resolve(file) !== file || file.length > 4096) {
+  if (typeof file !== 'string' || !isNormalAbsolute(file) || file.includes('\0') || file.length > 4096) {
     throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup needs an absolute, normalised path, got ${JSON.stringify(file)}`);
   }
   return file;
+}
+
+/** An empty, `.` or `..` component. */
+const NOT_NORMAL = /\/\/|\/\.{1,2}(?:\/|$)/;
+
+/**
+ * What `path.resolve(p) === p` says of an absolute path (no empty, `.` or `..` component, no
+ * trailing slash but the root's), without building the resolved string: ≈ 0.1 against
+ * 1 µs, for every path a turn records.
+ */
+export function isNormalAbsolute(p: string): boolean {
+  return p.startsWith('/') && (p === '/' || (!p.endsWith('/') && !NOT_NORMAL.test(p)));
 }
 
 function checkOperation(operation: string): string {

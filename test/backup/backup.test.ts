@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
+import { isNormalAbsolute } from '../../src/backup/entry-builder.js';
 import { newTurnId, sessionBackupDir } from '../../src/backup/layout.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
@@ -173,6 +174,19 @@ describe('backup of a regular file', () => {
       code: ErrorCodes.INVALID_OPTIONS,
     });
     expect(await filesUnder(store.root)).toEqual([]);
+  });
+
+  it('judges a path normalised exactly as path.resolve does, on every string of up to 7 characters over / . a', () => {
+    let strings = [''];
+    let checked = 0;
+    for (let length = 1; length <= 7; length += 1) {
+      strings = strings.flatMap((s) => ['/', '.', 'a'].map((c) => s + c));
+      for (const s of strings) {
+        expect([s, isNormalAbsolute(s)]).toEqual([s, s.startsWith('/') && path.resolve(s) === s]);
+        checked += 1;
+      }
+    }
+    expect(checked).toBe(3_279);
   });
 
   it('stores nothing while disabled', async () => {
