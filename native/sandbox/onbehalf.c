@@ -52,9 +52,13 @@ static int do_open(const struct bsh_call *c, const char *path, int *out_fd) {
   /*
    * O_NONBLOCK: a FIFO or device must never block the supervisor (a FIFO opened for
    * writing with no reader gives ENXIO instead of waiting, a documented difference);
-   * it is cleared again below unless the target asked for it.
+   * it is cleared again below unless the target asked for it. An exclusive create only
+   * ever opens the new regular file it made, so it goes without (two fcntl calls fewer
+   * for every temp file of git, sed and tar).
    */
-  uint64_t extra = O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  const bool exclusive_create = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL) && !c->reopen_dup;
+  const int nonblock = exclusive_create || (flags & BSH_O_TMPFILE_BIT) ? 0 : O_NONBLOCK;
+  uint64_t extra = O_CLOEXEC | O_NOCTTY | (uint64_t)nonblock;
   int fd;
   if (c->reopen_dup) {
     char self[64];
@@ -72,7 +76,7 @@ static int do_open(const struct bsh_call *c, const char *path, int *out_fd) {
     close(pfd);
   }
   if (fd < 0) return fd;
-  if (!(flags & O_NONBLOCK)) {
+  if (nonblock && !(flags & O_NONBLOCK)) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
       close(fd);

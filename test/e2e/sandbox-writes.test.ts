@@ -278,6 +278,28 @@ describe('modifications of existing workspace files', () => {
     expect(broker.backups.size).toBe(0);
   });
 
+  it('a file opened on the command\'s behalf is non-blocking only when the command asked for it', async () => {
+    write('existing', 'x');
+    const result = await python([
+      'import os, fcntl',
+      'W, C, X, T, N = os.O_WRONLY, os.O_CREAT, os.O_EXCL, os.O_TRUNC, os.O_NONBLOCK',
+      "for name, flags in (('excl', W | C | X), ('excl-nb', W | C | X | N), ('creat', W | C | T), ('existing', W | T), ('existing', W | N)):",
+      '    fd = os.open(name, flags, 0o600)',
+      "    print(name, bool(fcntl.fcntl(fd, fcntl.F_GETFL) & N), os.fstat(fd).st_mode & 0o170000 == 0o100000)",
+      '    os.close(fd)',
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toBe('excl False True\nexcl-nb True True\ncreat False True\nexisting False True\nexisting True True\n');
+    // Every one of them went through the broker and was opened by the supervisor.
+    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
+      ['open', 'excl'],
+      ['open', 'excl-nb'],
+      ['open', 'creat'],
+      ['open', 'existing'],
+      ['open', 'existing'],
+    ]);
+  });
+
   it('mkdir of a name that is there gets EEXIST from the supervisor: mkdir -p over existing levels asks nothing', async () => {
     fs.mkdirSync(file('a/b/c'), { recursive: true });
     write('a/plain', 'x');
