@@ -29,7 +29,7 @@ import { MachineLoad } from './lib/machine-load.js';
 import { kernelShare, perfAvailable, perfLauncherWrapper, perfRecordArgs } from './lib/perf.js';
 import type { RequestSnapshot } from './lib/request-counter.js';
 import { SandboxRunner, answerAtOnce, loadProduct, type BrokeredRun } from './lib/sandbox-runner.js';
-import { CLI, REPO_ROOT, benchTempDir } from './lib/serve.js';
+import { CLI, REPO_ROOT, benchTempDir, bundleCli } from './lib/serve.js';
 import { quantileSorted } from './lib/stats.js';
 import { parseStraceSummary, straceAvailable, straceLauncherWrapper, straceThisProcess, type SyscallRow } from './lib/strace.js';
 import {
@@ -655,6 +655,7 @@ export async function runKernelRuntime(options: KernelRuntimeOptions): Promise<K
     profiles: [],
     elapsedS: 0,
   };
+  bundleCli(options.log);
   // A private copy of the launcher: a rebuild of build/ during the run can neither remove it nor mix versions.
   const launcher = path.join(base, 'brokered-sandbox');
   copyFileSync(locateSandboxBinary(), launcher);

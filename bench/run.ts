@@ -21,7 +21,7 @@ import { MachineLoad } from './lib/machine-load.js';
 import { backupRows, pipelineRows, reflinkSupport, socketRows, type BackupRow, type MicroRow } from './lib/micro.js';
 import { DEFAULT_RUNNER_IDS, RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
 import { loadProduct } from './lib/sandbox-runner.js';
-import { REPO_ROOT, benchTempDir } from './lib/serve.js';
+import { REPO_ROOT, benchTempDir, bundleCli } from './lib/serve.js';
 import { renderBenchReport, type BenchReport } from './lib/summary.js';
 import { WORKLOAD_IDS, defineWorkloads, type WorkloadSizes } from './lib/workloads.js';
 
@@ -131,6 +131,7 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
   const started = Date.now();
   const load = new MachineLoad();
   if (!existsSync(path.join(REPO_ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: build first (`npm run build`)');
+  bundleCli(log);
   const base = benchTempDir('bsh-bench-run-');
   for (const dir of ['home', 'xdg', 'scratch', 'ws']) mkdirSync(path.join(base, dir), { recursive: true });
   const env = commandEnv(base);

@@ -18,7 +18,7 @@ import { newestProfile, summarizeProfile, type ProfileEntry } from './lib/cpu-pr
 import { startEchoServer } from './lib/echo-server.js';
 import { measure, type CaseResult, type CaseSpec, type MeasureOptions } from './lib/measure.js';
 import { growthTable, profileTable, resultsTable } from './lib/report.js';
-import { REPO_ROOT, benchTempDir, startServe, type ServeProcess } from './lib/serve.js';
+import { REPO_ROOT, benchTempDir, bundleCli, startServe, type ServeProcess } from './lib/serve.js';
 import { formatNumber } from './lib/table.js';
 import { positiveInt } from './lib/cli-options.js';
 
@@ -298,6 +298,7 @@ async function main(): Promise<void> {
     return;
   }
   const started = Date.now();
+  bundleCli(options.log);
   const report = await runSocketRoundtrip(options);
   process.stdout.write(renderReport(report));
   if (options.json) writeFileSync(options.json, `${JSON.stringify(report, null, 2)}\n`);
