@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 #include <string_view>
@@ -77,7 +78,8 @@ double WalkByLstat(const std::string& path, bool allowMissingFinal) {
   return Encode(st);
 }
 
-bool openat2Missing = false;
+// Set once, by whichever thread (a worker's broker too) meets a kernel without openat2.
+std::atomic<bool> openat2Missing{false};
 
 // O_PATH opens nothing (no device, no atime); RESOLVE_NO_SYMLINKS fails with ELOOP on a link
 // anywhere before the final name, and O_NOFOLLOW hands back a final link itself.
@@ -92,11 +94,11 @@ int OpenWithoutLinks(const char* path, int extraFlags) {
 // seven components here). Every failure but "only the final name is missing" is not plain.
 double Walk(const std::string& path, bool allowMissingFinal) {
   if (!PlainSpelling(path)) return kNotPlain;
-  if (openat2Missing) return WalkByLstat(path, allowMissingFinal);
+  if (openat2Missing.load(std::memory_order_relaxed)) return WalkByLstat(path, allowMissingFinal);
   const int fd = OpenWithoutLinks(path.c_str(), 0);
   if (fd < 0) {
     if (errno == ENOSYS) {
-      openat2Missing = true;
+      openat2Missing.store(true, std::memory_order_relaxed);
       return WalkByLstat(path, allowMissingFinal);
     }
     if (errno != ENOENT || !allowMissingFinal) return kNotPlain;
