@@ -149,9 +149,10 @@ static enum bsh_action ask(struct bsh_call *c) {
 }
 
 /*
- * mkdir, mknod and symlink of a name that is there: EEXIST, which the kernel reports
- * before a read-only mount or a permission (`mkdir -p` and `makedirs(exist_ok=True)` meet
- * it on every existing level). Anything else is asked.
+ * mkdir, mknod, symlink and O_CREAT|O_EXCL of a name that is there: EEXIST, which the
+ * kernel reports before a read-only mount, a permission, Landlock or the policy could
+ * matter, and which changes nothing (`mkdir -p` and `makedirs(exist_ok=True)` meet it on
+ * every existing level, `tar -x` on every file it replaces). Anything else is asked.
  */
 static enum bsh_action create_unless_there(struct bsh_call *c) {
   struct stat st;
@@ -272,15 +273,9 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
-  /*
-   * O_CREAT|O_EXCL of a name that is there fails with EEXIST whatever else holds (the
-   * kernel checks it before write permission, Landlock or the policy could matter), and
-   * changes nothing: the kernel's answer, without a question. `tar -x` tries this on every
-   * file it then replaces. Not for O_TMPFILE, O_DIRECTORY or a trailing slash.
-   */
+  /* The kernel's EEXIST for an exclusive create; not for O_TMPFILE, O_DIRECTORY or a trailing slash. */
   bool plain_create = (flags & (__O_TMPFILE | O_DIRECTORY)) == 0 && !c->path_slash;
-  if (excl_create && plain_create && lstat(c->path, &st) == 0) return refuse(c, EEXIST);
-  return ask(c);
+  return excl_create && plain_create ? create_unless_there(c) : ask(c);
 }
 
 enum bsh_action bsh_dec_truncate(const struct bsh_config *cfg, struct bsh_call *c, uint64_t upath,

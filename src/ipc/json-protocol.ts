@@ -108,12 +108,9 @@ export function parseJsonRequest(line: string, peer?: Peer): JsonParse {
     if (message.mode !== undefined) options.mode = message.mode;
     if (message.symbolic !== undefined) options.symbolic = message.symbolic;
     if (message.operation === 'link' && message.symbolic) options.linkTarget = message.from ?? message.path ?? '';
-    const request: BrokerRequestInput = id === undefined ? ({} as BrokerRequestInput) : ({ clientId: String(id) } as BrokerRequestInput);
-    request.origin = 'host-op';
-    request.action = 'host-op';
-    request.operation = message.operation;
-    request.targets = targets;
-    request.sessionId = message.sessionId;
+    // The broker's schema puts the fields in its own order, so clientId may come last here.
+    const request: BrokerRequestInput = { origin: 'host-op', action: 'host-op', operation: message.operation, targets, sessionId: message.sessionId };
+    if (id !== undefined) request.clientId = String(id);
     if (message.toolCallId) request.toolCallId = message.toolCallId;
     if (message.brokerTraceId) request.traceId = message.brokerTraceId;
     request.options = options;
