@@ -148,15 +148,28 @@ static enum bsh_action ask(struct bsh_call *c) {
   return rc == 0 ? BSH_ACT_ASK : refuse(c, -rc);
 }
 
+/* True when the directory that would hold the last name of `path` does not exist. */
+static bool parent_missing(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL || slash == path) return false;
+  char parent[BSH_PATH_MAX];
+  snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+  struct stat st;
+  return stat(parent, &st) != 0 && errno == ENOENT;
+}
+
 /*
- * mkdir, mknod, symlink and O_CREAT|O_EXCL of a name that is there: EEXIST, which the
- * kernel reports before a read-only mount, a permission, Landlock or the policy could
- * matter, and which changes nothing (`mkdir -p` and `makedirs(exist_ok=True)` meet it on
- * every existing level, `tar -x` on every file it replaces). Anything else is asked.
+ * mkdir, mknod, symlink and O_CREAT|O_EXCL of a name that is there: EEXIST; in a directory
+ * that is not there: ENOENT. The kernel reports both before a read-only mount, a
+ * permission on the last directory, Landlock or the policy could matter, and neither
+ * changes anything (`mkdir -p` and `makedirs(exist_ok=True)` meet EEXIST on every
+ * existing level, `tar -x` on every file it replaces; git meets ENOENT once per object
+ * directory, creating its first object before the directory). Anything else is asked.
  */
 static enum bsh_action create_unless_there(struct bsh_call *c) {
   struct stat st;
-  return lstat(c->path, &st) == 0 ? refuse(c, EEXIST) : ask(c);
+  if (lstat(c->path, &st) == 0) return refuse(c, EEXIST);
+  return errno == ENOENT && parent_missing(c->path) ? refuse(c, ENOENT) : ask(c);
 }
 
 /* openat2's restricting resolve flags, checked on what the target named, from its dirfd. */

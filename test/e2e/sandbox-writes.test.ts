@@ -278,6 +278,33 @@ describe('modifications of existing workspace files', () => {
     expect(broker.backups.size).toBe(0);
   });
 
+  it('a create in a directory that is not there gets ENOENT from the supervisor, without a question', async () => {
+    fs.symlinkSync(file('nowhere'), file('dangling'));
+    const result = await python([
+      'import os',
+      'W = os.O_WRONLY | os.O_CREAT | os.O_EXCL',
+      "calls = [('open', lambda p: os.close(os.open(p, W, 0o600))), ('mkdir', os.mkdir), ('symlink', lambda p: os.symlink('t', p))]",
+      "for parent in ('missing', 'missing/deeper', 'dangling', '.'):",
+      '    for op, call in calls:',
+      "        name = parent + '/' + op",
+      '        try:',
+      '            call(name)',
+      "            print(name, 'made')",
+      '        except OSError as e:',
+      '            print(name, e.errno)',
+    ]);
+    expect(result.code, result.stderr).toBe(0);
+    // ENOENT as the kernel's walk gives it, also through a link to nothing; a real parent is asked.
+    const missing = ['missing', 'missing/deeper', 'dangling'].flatMap((p) => ['open', 'mkdir', 'symlink'].map((op) => `${p}/${op} 2`));
+    expect(result.stdout).toBe([...missing, './open made', './mkdir made', './symlink made', ''].join('\n'));
+    expect(fs.existsSync(file('nowhere'))).toBe(false);
+    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
+      ['open', 'open'],
+      ['mkdir', 'mkdir'],
+      ['symlink', 'symlink'],
+    ]);
+  });
+
   it('a file opened on the command\'s behalf is non-blocking only when the command asked for it', async () => {
     write('existing', 'x');
     const result = await python([
