@@ -281,9 +281,10 @@ describe('modifications of existing workspace files', () => {
   it('a create in a directory that is not there gets ENOENT from the supervisor, without a question', async () => {
     fs.symlinkSync(file('nowhere'), file('dangling'));
     const result = await python([
-      'import os',
+      'import os, stat',
       'W = os.O_WRONLY | os.O_CREAT | os.O_EXCL',
-      "calls = [('open', lambda p: os.close(os.open(p, W, 0o600))), ('mkdir', os.mkdir), ('symlink', lambda p: os.symlink('t', p))]",
+      "calls = [('open', lambda p: os.close(os.open(p, W, 0o600))), ('mkdir', os.mkdir), ('symlink', lambda p: os.symlink('t', p)),",
+      "         ('mknod', lambda p: os.mknod(p, 0o600 | stat.S_IFIFO))]",
       "for parent in ('missing', 'missing/deeper', 'dangling', '.'):",
       '    for op, call in calls:',
       "        name = parent + '/' + op",
@@ -295,14 +296,12 @@ describe('modifications of existing workspace files', () => {
     ]);
     expect(result.code, result.stderr).toBe(0);
     // ENOENT as the kernel's walk gives it, also through a link to nothing; a real parent is asked.
-    const missing = ['missing', 'missing/deeper', 'dangling'].flatMap((p) => ['open', 'mkdir', 'symlink'].map((op) => `${p}/${op} 2`));
-    expect(result.stdout).toBe([...missing, './open made', './mkdir made', './symlink made', ''].join('\n'));
+    const ops = ['open', 'mkdir', 'symlink', 'mknod'];
+    const missing = ['missing', 'missing/deeper', 'dangling'].flatMap((p) => ops.map((op) => `${p}/${op} 2`));
+    expect(result.stdout).toBe([...missing, ...ops.map((op) => `./${op} made`), ''].join('\n'));
     expect(fs.existsSync(file('nowhere'))).toBe(false);
-    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
-      ['open', 'open'],
-      ['mkdir', 'mkdir'],
-      ['symlink', 'symlink'],
-    ]);
+    expect(fs.lstatSync(file('mknod')).isFIFO()).toBe(true);
+    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual(ops.map((op) => [op, op]));
   });
 
   it('a file opened on the command\'s behalf is non-blocking only when the command asked for it', async () => {
