@@ -148,14 +148,16 @@ static enum bsh_action ask(struct bsh_call *c) {
   return rc == 0 ? BSH_ACT_ASK : refuse(c, -rc);
 }
 
-/* True when the directory that would hold the last name of `path` does not exist. */
+/*
+ * True when the directory that would hold the last name of `path` does not exist. One
+ * `stat` more for each exclusive create of a new name, against a broker round trip for
+ * each one in a missing directory.
+ */
 static bool parent_missing(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (slash == NULL || slash == path) return false;
   char parent[BSH_PATH_MAX];
-  snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+  const char *name;
   struct stat st;
-  return stat(parent, &st) != 0 && errno == ENOENT;
+  return bsh_split_parent(path, parent, sizeof parent, &name) == 0 && stat(parent, &st) != 0 && errno == ENOENT;
 }
 
 /*

@@ -49,6 +49,9 @@ function expectOk(result: RunResult): void {
   expect(result.code, result.stderr).toBe(0);
 }
 
+/** What the broker was asked, in order: each request's operation and the last name of its path. */
+const askedFor = () => broker.requests.map((r) => [r.op, path.basename(r.path)]);
+
 /** The broker saw the file before it changed: its backup holds the old bytes. */
 function expectBackedUp(name: string, before: string): void {
   expect(broker.backups.get(file(name))?.toString('utf8')).toBe(before);
@@ -195,7 +198,7 @@ describe('modifications of existing workspace files', () => {
       "os.chown('f', os.getuid(), os.getgid())",
       "os.utime('f', (1000000000, 1000000000))",
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     const stat = fs.statSync(file('f'));
     expect(stat.mode & 0o777).toBe(0o640);
     expect(stat.mtimeMs).toBe(1e12);
@@ -220,7 +223,7 @@ describe('modifications of existing workspace files', () => {
       'os.fchmod(fd, 0o640)',
       "print('done')",
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     expect(result.stdout).toBe('done\n');
     const stat = fs.statSync(file('f'));
     expect(stat.mode & 0o7777).toBe(0o640);
@@ -245,12 +248,12 @@ describe('modifications of existing workspace files', () => {
       'except OSError as e:',
       "    print('O_PATH', e.errno)",
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     // The kernel's own answers: a chown drops the set-id bit, fchmod on an O_PATH fd is EBADF.
     expect(result.stdout).toBe('O_PATH 9\n');
     expect(fs.statSync(file('suid')).mode & 0o7777).toBe(0o755);
     expect(fs.statSync(file('plain')).mode & 0o7777).toBe(0o600);
-    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
+    expect(askedFor()).toEqual([
       ['chown', 'suid'],
       ['chmod', 'plain'],
       ['chmod', 'plain'],
@@ -269,12 +272,12 @@ describe('modifications of existing workspace files', () => {
       '    except OSError as e:',
       '        print(name, e.errno)',
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     // EEXIST for a file and for a dangling link (O_EXCL never follows it), as the kernel says.
     expect(result.stdout).toBe('there 17\ndangling 17\nnew created\n');
     expect(read('there')).toBe('kept\n');
     expect(fs.existsSync(file('nowhere'))).toBe(false);
-    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([['open', 'new']]);
+    expect(askedFor()).toEqual([['open', 'new']]);
     expect(broker.backups.size).toBe(0);
   });
 
@@ -294,14 +297,14 @@ describe('modifications of existing workspace files', () => {
       '        except OSError as e:',
       '            print(name, e.errno)',
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     // ENOENT as the kernel's walk gives it, also through a link to nothing; a real parent is asked.
     const ops = ['open', 'mkdir', 'symlink', 'mknod'];
     const missing = ['missing', 'missing/deeper', 'dangling'].flatMap((p) => ops.map((op) => `${p}/${op} 2`));
     expect(result.stdout).toBe([...missing, ...ops.map((op) => `./${op} made`), ''].join('\n'));
     expect(fs.existsSync(file('nowhere'))).toBe(false);
     expect(fs.lstatSync(file('mknod')).isFIFO()).toBe(true);
-    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual(ops.map((op) => [op, op]));
+    expect(askedFor()).toEqual(ops.map((op) => [op, op]));
   });
 
   it('a file opened on the command\'s behalf is non-blocking only when the command asked for it', async () => {
@@ -314,10 +317,10 @@ describe('modifications of existing workspace files', () => {
       "    print(name, bool(fcntl.fcntl(fd, fcntl.F_GETFL) & N), os.fstat(fd).st_mode & 0o170000 == 0o100000)",
       '    os.close(fd)',
     ]);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     expect(result.stdout).toBe('excl False True\nexcl-nb True True\ncreat False True\nexisting False True\nexisting True True\n');
     // Every one of them went through the broker and was opened by the supervisor.
-    expect(broker.requests.map((r) => [r.op, path.basename(r.path)])).toEqual([
+    expect(askedFor()).toEqual([
       ['open', 'excl'],
       ['open', 'excl-nb'],
       ['open', 'creat'],
@@ -330,7 +333,7 @@ describe('modifications of existing workspace files', () => {
     fs.mkdirSync(file('a/b/c'), { recursive: true });
     write('a/plain', 'x');
     const result = await bash('mkdir -p a/b/c && mkdir -p a/b/c/d; mkdir a/plain; echo $?');
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     expect(result.stdout).toBe('1\n');
     expect(result.stderr).toMatch(/File exists/);
     expect(fs.statSync(file('a/b/c/d')).isDirectory()).toBe(true);
@@ -349,7 +352,7 @@ describe('modifications of existing workspace files', () => {
       "os.link(f'/proc/self/fd/{fd}', 'published', dst_dir_fd=os.open('.', os.O_RDONLY), follow_symlinks=True)",
     ].join('\n');
     const result = await bash(`ln a b && python3 -c "${script}"`);
-    expect(result.code, result.stderr).toBe(0);
+    expectOk(result);
     expect(fs.statSync(file('b')).ino).toBe(fs.statSync(file('a')).ino);
     expect(read('published')).toBe('tmpfile');
     expect(broker.requests.filter((r) => r.op === 'link').map((r) => r.to)).toEqual([file('b'), file('published')]);
