@@ -67,11 +67,17 @@ static int do_open(const struct bsh_call *c, const char *path, int *out_fd) {
     if (fd < 0) fd = -errno;
   } else if (flags & BSH_O_TMPFILE_BIT) {
     fd = openat2_fd(AT_FDCWD, path, (unsigned)flags | O_CLOEXEC | O_NOCTTY, mode, WALK_RESOLVE);
+  } else if (!c->path_slash) {
+    /* One openat2 walks the parent and opens the name with the same rules (a dot name fails closed first). */
+    char parent[BSH_PATH_MAX];
+    const char *name;
+    if (bsh_split_parent(path, parent, sizeof parent, &name) != 0) return -EACCES;
+    fd = openat2_fd(AT_FDCWD, path, (unsigned)flags | extra | O_NOFOLLOW, mode, WALK_RESOLVE);
   } else {
     const char *name;
     int pfd = open_parent(path, &name);
     if (pfd < 0) return pfd;
-    int rc = c->path_slash ? ((flags & O_CREAT) ? EISDIR : slash_rule(pfd, name, EISDIR, ENOENT, ENOTDIR)) : 0;
+    int rc = (flags & O_CREAT) ? EISDIR : slash_rule(pfd, name, EISDIR, ENOENT, ENOTDIR);
     fd = rc ? -rc : openat2_fd(pfd, name, (unsigned)flags | extra | O_NOFOLLOW, mode, WALK_RESOLVE);
     close(pfd);
   }

@@ -7,6 +7,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +15,28 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/*
+ * The fields needed come in the first lines of the status file (Name, Umask, State, Tgid,
+ * …, Uid), well inside one page even with a long name: one read() of a page instead of
+ * stdio's fstat and 1 KiB reads, on every create and fd call.
+ */
 int bsh_proc_status(struct bsh_call *c) {
   if (c->have_status) return 0;
-  char path[64], line[256];
+  char path[64], text[4096];
   snprintf(path, sizeof path, "/proc/%d/status", (int)c->tid);
-  FILE *f = fopen(path, "re");
-  if (!f) return -ESRCH;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -ESRCH;
+  ssize_t n;
+  do n = read(fd, text, sizeof text - 1);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return -ESRCH;
+  text[n] = '\0';
   long tgid = -1;
   unsigned long mask = 022, ids[4];
   bool seen_umask = false, seen_uid = false;
-  while (fgets(line, sizeof line, f)) {
+  for (char *line = text, *end; line; line = end ? end + 1 : NULL) {
+    end = strchr(line, '\n');
     if (strncmp(line, "Tgid:", 5) == 0) tgid = strtol(line + 5, NULL, 10);
     /* "Uid: real effective saved fs" */
     if (strncmp(line, "Uid:", 4) == 0) seen_uid = sscanf(line + 4, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4;
@@ -31,8 +44,8 @@ int bsh_proc_status(struct bsh_call *c) {
       mask = strtoul(line + 6, NULL, 8);
       seen_umask = true;
     }
+    if (tgid > 0 && seen_uid && seen_umask) break;
   }
-  fclose(f);
   if (tgid <= 0 || !seen_umask || !seen_uid) return -ESRCH;
   c->tgid = (pid_t)tgid;
   c->fsuid = (uid_t)ids[3];
