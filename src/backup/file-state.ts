@@ -1,5 +1,5 @@
 import { FILE_BACKUP_MAX_SIZE_MB } from './settings.js';
-import { fileTypeOf, hashFile, lstatOrUndefined, permissionBits } from './fs-util.js';
+import { fileTypeOf, hashFile, lstatNowOrUndefined, permissionBits } from './fs-util.js';
 import type { AfterState, TurnEntry } from './manifest-schema.js';
 import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 
@@ -19,7 +19,9 @@ export interface ObserveOptions {
 /** What is at `file` now, in the form manifests record after-states. Reads change no times. */
 export async function observeState(file: string, options: ObserveOptions = {}): Promise<AfterState> {
   const hashLimit = options.hashLimit ?? STATE_HASH_LIMIT;
-  const stats = await lstatOrUndefined(file);
+  // Synchronous: a commit observes every path of its turn, and a thread-pool round trip per
+  // lstat cost it several times the lstat itself (the caller yields to the event loop).
+  const stats = lstatNowOrUndefined(file);
   if (!stats) return { type: 'absent' };
   const type = fileTypeOf(stats);
   const uid = Number(stats.uid);

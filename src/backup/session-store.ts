@@ -123,14 +123,24 @@ const DEFERRED_MS = 100;
 /** After-states read at once during a commit. */
 const COMMIT_CONCURRENCY = 8;
 
-/** `items.map(fn)` with at most `limit` calls in flight; results in input order. */
+/** About how many items are mapped between two turns of the event loop when `fn` works synchronously. */
+const ITEMS_PER_TICK = 256;
+
+/**
+ * `items.map(fn)` with at most `limit` calls in flight; results in input order. Each
+ * worker lets the event loop run after its share of ITEMS_PER_TICK items (all of them
+ * must pause: one paused worker alone does not stop the others' synchronous work), so a
+ * long map does not hold up the broker's clients.
+ */
 async function mapInOrder<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
+  const share = Math.max(1, Math.floor(ITEMS_PER_TICK / limit));
   let next = 0;
   const worker = async () => {
-    while (next < items.length) {
+    for (let done = 1; next < items.length; done += 1) {
       const index = next++;
       out[index] = await fn(items[index] as T);
+      if (done % share === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));

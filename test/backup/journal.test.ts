@@ -9,6 +9,7 @@ import { parseJournal } from '../../src/backup/journal.js';
 import { newTurnId } from '../../src/backup/layout.js';
 import { turnManifestSchema, type AfterState, type BackupEntry, type TurnManifest } from '../../src/backup/manifest-schema.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
+import type { XattrAccess } from '../../src/backup/metadata-ops.js';
 import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes, tempsLeft } from './helpers.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
@@ -211,6 +212,43 @@ describe('commit', () => {
       const entry = onDisk.files.find((f) => f.path === files[i]);
       expect((await store.readBlob(entry!.sha256!)).toString()).toBe(`content of file ${i}\n`);
     }
+
+  });
+
+  it('lets the event loop run while it reads the after-states of a big turn', async () => {
+    // The xattr list is read once per after-state: counting it shows how far the commit got.
+    let observed = 0;
+    const xattrs: XattrAccess = {
+      list: () => {
+        observed += 1;
+        return [];
+      },
+      get: () => Buffer.alloc(0),
+      set: () => undefined,
+    };
+    const { work, store } = await fixture({ metadata: { xattrs } });
+    const turnId = newTurnId();
+    await store.beginTurn(turnId);
+    const created: string[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const file = path.join(work, `new-${i}`);
+      await store.recordCreated(file, { turnId, operation: 'open' });
+      await fs.writeFile(file, `${i}`);
+      created.push(file);
+    }
+    observed = 0;
+    // After-states are read synchronously; a broker client waiting meanwhile is served long before the last.
+    const commit = store.commitTurn(turnId, 'created 1,000 files');
+    let observedWhenServed: number | undefined;
+    setImmediate(() => {
+      observedWhenServed = observed;
+    });
+    const committed = await commit;
+    expect(observed).toBe(1000);
+    expect(observedWhenServed).toBeLessThan(500);
+    const structure = committed.structure ?? [];
+    expect(structure.map((entry) => entry.path)).toEqual(created);
+    expect(structure.every((entry) => entry.kind === 'absent' && entry.after?.type === 'file' && entry.after.size > 0)).toBe(true);
   });
 });
 
