@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { commandEnv, revision, toolVersion } from './kernel-runtime.js';
 import { measureWorkload, type WorkloadResult } from './lib/compare.js';
+import { layerRows } from './lib/layers.js';
 import { MachineLoad } from './lib/machine-load.js';
 import { backupRows, pipelineRows, reflinkSupport, socketRows, type BackupRow, type MicroRow } from './lib/micro.js';
 import { DEFAULT_RUNNER_IDS, RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
@@ -25,7 +26,7 @@ import { REPO_ROOT, benchTempDir, bundleCli } from './lib/serve.js';
 import { renderBenchReport, type BenchReport } from './lib/summary.js';
 import { WORKLOAD_IDS, defineWorkloads, type WorkloadSizes } from './lib/workloads.js';
 
-const MICRO_IDS = ['socket', 'pipeline', 'backup'] as const;
+const MICRO_IDS = ['socket', 'pipeline', 'backup', 'layers'] as const;
 
 export interface BenchOptions extends WorkloadSizes {
   scale: number;
@@ -34,6 +35,8 @@ export interface BenchOptions extends WorkloadSizes {
   microN: number;
   backupFiles: number;
   backupMiB: number;
+  /** Creates per run of the layers row. */
+  layerCreates: number;
   out: string;
 }
 
@@ -49,7 +52,8 @@ const USAGE = `usage: npm run bench [-- options]   (each option also from the en
   --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn); native is always kept as the reference
   --out DIR          where latest.md and latest.json go (BENCH_OUT, bench/results)
 Sizes at scale 1: read 20,000 files; sed 1,000; create 10,000; git 5,000; tar 1,000;
-socket and pipeline 5,000 requests per case (socket after 10,000 of warm-up); backups 16 × 4 MiB per mode.
+socket and pipeline 5,000 requests per case (socket after 10,000 of warm-up); backups 16 × 4 MiB per mode;
+layers 5,000 creates per run, --runs rounds.
 `;
 
 function number(name: string, value: string | undefined, fallback: number, min: number, integer = true): number {
@@ -101,6 +105,7 @@ export function parseBenchOptions(argv: string[], env: NodeJS.ProcessEnv = proce
     microN: sized(5_000, 200),
     backupFiles: sized(16, 2),
     backupMiB: 4,
+    layerCreates: sized(5_000, 200),
     out: path.resolve(get('out') ?? path.join(REPO_ROOT, 'bench', 'results')),
   };
 }
@@ -173,7 +178,7 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
         for (const slot of slots) if ('runner' in slot) await slot.runner.close().catch((error: unknown) => log(`closing ${slot.id}: ${String(error)}`));
       }
     }
-    const product = options.only.has('pipeline') || options.only.has('backup') ? await loadProduct(REPO_ROOT) : undefined;
+    const product = ['pipeline', 'backup', 'layers'].some((id) => options.only.has(id)) ? await loadProduct(REPO_ROOT) : undefined;
     if (options.only.has('socket')) {
       log('socket round trips');
       report.micro.push(...(await guarded('socket round trips', report, () => socketRows(options.microN, log), [] as MicroRow[])));
@@ -185,6 +190,11 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
     if (product && options.only.has('backup')) {
       log('backup cost per MiB');
       report.backup.push(...(await guarded('backup per MiB', report, () => backupRows(product, options.backupFiles, options.backupMiB, log), [] as BackupRow[])));
+    }
+    if (product && options.only.has('layers')) {
+      log('layers of a create');
+      const layers = await guarded('layers', report, () => layerRows(product, options.layerCreates, options.runs, log), undefined);
+      if (layers) report.layers = layers;
     }
   } finally {
     rmSync(base, { recursive: true, force: true });

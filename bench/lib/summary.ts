@@ -1,4 +1,5 @@
 import type { RunnerResult, WorkloadResult } from './compare.js';
+import type { LayerReport, LayerRow } from './layers.js';
 import type { BackupRow, MicroRow } from './micro.js';
 import { RUNNER_LABELS } from './runners.js';
 import { formatMicros, formatNumber, formatRatio, markdownTable } from './table.js';
@@ -11,6 +12,8 @@ export interface BenchReport {
   workloads: WorkloadResult[];
   micro: MicroRow[];
   backup: BackupRow[];
+  /** Where a create's time goes, layer by layer (absent when not run). */
+  layers?: LayerReport;
   /** Parts that could not run, with the reason. */
   notes: string[];
   elapsedS: number;
@@ -96,6 +99,19 @@ function backupTable(rows: readonly BackupRow[]): string {
   );
 }
 
+function layerTable(rows: readonly LayerRow[]): string {
+  return markdownTable<LayerRow>(
+    [
+      { header: 'layer', value: (r) => r.label },
+      { header: 'runs', align: 'right', value: (r) => String(r.runs) },
+      { header: 'µs / create (min / median / max)', align: 'right', value: (r) => `${formatMicros(r.minUs)} / **${formatMicros(r.medianUs)}** / ${formatMicros(r.maxUs)}` },
+      { header: '+ µs over the layer above', align: 'right', value: (r) => (r.extraUs === undefined ? '–' : formatMicros(r.extraUs)) },
+      { header: 'broker process CPU µs / create', align: 'right', value: (r) => (r.brokerCpuUs === undefined ? '–' : formatMicros(r.brokerCpuUs)) },
+    ],
+    rows,
+  );
+}
+
 /** The whole report as markdown: environment, the side-by-side table, the microbenchmarks. */
 export function renderBenchReport(report: BenchReport): string {
   const env = report.environment;
@@ -110,6 +126,7 @@ export function renderBenchReport(report: BenchReport): string {
   if (report.workloads.length > 0) parts.push('### Workloads', workloadTable(report.workloads));
   if (report.micro.length > 0) parts.push('### Broker microbenchmarks', microTable(report.micro));
   if (report.backup.length > 0) parts.push('### Backup cost per MiB', backupTable(report.backup));
+  if (report.layers) parts.push(`### Where a create's time goes (a C loop of exclusive creates on ${report.layers.place})`, layerTable(report.layers.rows));
   if (report.notes.length > 0) parts.push('### Notes', report.notes.map((note) => `- ${note}`).join('\n'));
   return `${parts.join('\n\n')}\n`;
 }
