@@ -212,7 +212,6 @@ describe('commit', () => {
       const entry = onDisk.files.find((f) => f.path === files[i]);
       expect((await store.readBlob(entry!.sha256!)).toString()).toBe(`content of file ${i}\n`);
     }
-
   });
 
   it('lets the event loop run while it reads the after-states of a big turn', async () => {
