@@ -51,14 +51,8 @@ export async function layerRows(product: Product, creates: number, runs: number,
   const onTmpfs = tmpfsBase();
   const base = mkdtempSync(path.join(onTmpfs ?? tools, 'bsh-bench-layers-'));
   try {
-    const compile = (name: string) => {
-      const out = path.join(tools, name);
-      const built = spawnSync('cc', ['-O2', '-o', out, path.join(REPO_ROOT, 'bench', 'layers', `${name}.c`)], { encoding: 'utf8' });
-      if (built.status !== 0) throw new Error(`cannot compile bench/layers/${name}.c: ${built.error?.message ?? built.stderr}`);
-      return out;
-    };
-    const loop = compile('create-loop');
-    const cBroker = compile('answer-at-once');
+    const loop = compileLayerTool('create-loop', tools);
+    const cBroker = compileLayerTool('answer-at-once', tools);
     for (const dir of ['home', 'scratch', 'runs']) mkdirSync(path.join(base, dir));
     const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, LC_ALL: 'C', TMPDIR: path.join(base, 'scratch'), BROKERED_SHELL_HOME: path.join(base, 'home') };
     const runner = new SandboxRunner(product, { env, writableRoots: [base], scratch: path.join(base, 'scratch'), sessionId: 'bench-layers' });
@@ -115,8 +109,16 @@ export async function layerRows(product: Product, creates: number, runs: number,
   }
 }
 
+/** `bench/layers/NAME.c` built with `cc -O2` into `dir`; the executable's path. */
+export function compileLayerTool(name: string, dir: string): string {
+  const out = path.join(dir, name);
+  const built = spawnSync('cc', ['-O2', '-o', out, path.join(REPO_ROOT, 'bench', 'layers', `${name}.c`)], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`cannot compile bench/layers/${name}.c: ${built.error?.message ?? built.stderr}`);
+  return out;
+}
+
 /** /dev/shm when it is a writable tmpfs. */
-function tmpfsBase(): string | undefined {
+export function tmpfsBase(): string | undefined {
   try {
     const probe = mkdtempSync('/dev/shm/bsh-probe-');
     rmSync(probe, { recursive: true });
@@ -127,7 +129,7 @@ function tmpfsBase(): string | undefined {
 }
 
 /** The loop's own "N nanoseconds" line as µs per create. */
-function loopMicros(stdout: string, creates: number, layer: LayerId): number {
+export function loopMicros(stdout: string, creates: number, layer: string): number {
   const match = /^(\d+) (\d+)$/m.exec(stdout);
   if (!match || Number(match[1]) !== creates) throw new Error(`${layer}: the create loop printed ${JSON.stringify(stdout.slice(-200))}`);
   return Number(match[2]) / 1000 / creates;
