@@ -70,6 +70,9 @@ export async function layerRows(product: Product, creates: number, runs: number,
           const argv = layer === 'native' ? [loop, dir, String(creates)] : [cBroker, launcher, loop, dir, String(creates)];
           const done = spawnSync(argv[0]!, argv.slice(1), { env, encoding: 'utf8' });
           if (done.status !== 0) throw new Error(`${layer}: exit ${String(done.status)}: ${done.stderr.slice(-500)}`);
+          // Every create must have been a broker request, or the layer measures less than it says.
+          const asked = Number(/answer-at-once: (\d+) requests/.exec(done.stderr)?.[1] ?? Number.NaN);
+          if (layer === 'supervisor' && !(asked >= creates)) throw new Error(`supervisor: ${String(asked)} broker requests for ${creates} creates`);
           return { us: loopMicros(done.stdout, creates, layer) };
         }
         const run = await runner.run([loop, dir, String(creates)], dir, env, { keepStdout: true, ...(layer === 'node-channel' ? { handler: answerAtOnce } : {}) });
