@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { REPO_ROOT, benchTempDir } from './serve.js';
+import type { KernelHandler } from './request-counter.js';
 import { SandboxRunner, answerAtOnce, type Product } from './sandbox-runner.js';
 import { median } from './compare.js';
 
@@ -46,39 +47,91 @@ export interface LayerReport {
   place: string;
 }
 
-export async function layerRows(product: Product, creates: number, runs: number, log: (line: string) => void): Promise<LayerReport> {
-  const tools = benchTempDir('bsh-bench-layers-tools-');
+/**
+ * Where a create loop runs: a tree on tmpfs when there is one (else under the bench's temp
+ * dir) with the backup store's home and the command's scratch dir in it, the C tools
+ * compiled beside it, and a fresh directory per run. `remove()` takes all of it away.
+ */
+export interface CreatePlace {
+  base: string;
+  /** tmpfs, or the temp dir when there is none, for the report. */
+  label: string;
+  env: NodeJS.ProcessEnv;
+  scratch: string;
+  tool(name: 'create-loop' | 'answer-at-once'): string;
+  freshDir(): string;
+  remove(): void;
+}
+
+export function createPlace(prefix: string): CreatePlace {
+  const tools = benchTempDir(`${prefix}tools-`);
   const onTmpfs = tmpfsBase();
-  const base = mkdtempSync(path.join(onTmpfs ?? tools, 'bsh-bench-layers-'));
-  try {
-    const loop = compileLayerTool('create-loop', tools);
-    const cBroker = compileLayerTool('answer-at-once', tools);
-    for (const dir of ['home', 'scratch', 'runs']) mkdirSync(path.join(base, dir));
-    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, LC_ALL: 'C', TMPDIR: path.join(base, 'scratch'), BROKERED_SHELL_HOME: path.join(base, 'home') };
-    const runner = new SandboxRunner(product, { env, writableRoots: [base], scratch: path.join(base, 'scratch'), sessionId: 'bench-layers' });
-    const launcher = product.sandbox.locateSandboxBinary();
-    let serial = 0;
-    const freshDir = () => {
+  const base = mkdtempSync(path.join(onTmpfs ?? tools, prefix));
+  for (const dir of ['home', 'scratch', 'runs']) mkdirSync(path.join(base, dir));
+  const scratch = path.join(base, 'scratch');
+  let serial = 0;
+  return {
+    base,
+    label: onTmpfs ? 'tmpfs' : 'the temp dir (no tmpfs found)',
+    env: { PATH: process.env.PATH, LC_ALL: 'C', TMPDIR: scratch, BROKERED_SHELL_HOME: path.join(base, 'home') },
+    scratch,
+    tool: (name) => compileLayerTool(name, tools),
+    freshDir: () => {
       const dir = path.join(base, 'runs', `r${serial++}`);
       mkdirSync(dir);
       return dir;
-    };
+    },
+    remove: () => {
+      rmSync(base, { recursive: true, force: true });
+      rmSync(tools, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * One run of the create loop through `runner` (its broker, or `handler` instead): µs per
+ * create timed inside the loop, and this process's CPU per create. Every create must have
+ * reached the handler, or the figure would stand for less than it says.
+ */
+export async function brokeredCreates(
+  runner: SandboxRunner,
+  place: CreatePlace,
+  loop: string,
+  creates: number,
+  what: string,
+  handler?: KernelHandler,
+): Promise<{ us: number; cpuUs: number }> {
+  const dir = place.freshDir();
+  try {
+    const run = await runner.run([loop, dir, String(creates)], dir, place.env, { keepStdout: true, ...(handler ? { handler } : {}) });
+    if (run.code !== 0) throw new Error(`${what}: exit ${String(run.code)}: ${run.stderrTail.slice(-500)}`);
+    if (run.requests.requests < creates) throw new Error(`${what}: ${run.requests.requests} broker requests for ${creates} creates`);
+    return { us: loopMicros(run.stdoutTail ?? '', creates, what), cpuUs: (run.selfCpuMs * 1000) / creates };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function layerRows(product: Product, creates: number, runs: number, log: (line: string) => void): Promise<LayerReport> {
+  const place = createPlace('bsh-bench-layers-');
+  try {
+    const loop = place.tool('create-loop');
+    const cBroker = place.tool('answer-at-once');
+    const { env } = place;
+    const runner = new SandboxRunner(product, { env, writableRoots: [place.base], scratch: place.scratch, sessionId: 'bench-layers' });
+    const launcher = product.sandbox.locateSandboxBinary();
     const once = async (layer: LayerId): Promise<{ us: number; cpuUs?: number }> => {
-      const dir = freshDir();
+      if (layer === 'node-channel') return brokeredCreates(runner, place, loop, creates, layer, answerAtOnce);
+      if (layer === 'pipeline') return brokeredCreates(runner, place, loop, creates, layer);
+      const dir = place.freshDir();
       try {
-        if (layer === 'native' || layer === 'supervisor') {
-          const argv = layer === 'native' ? [loop, dir, String(creates)] : [cBroker, launcher, loop, dir, String(creates)];
-          const done = spawnSync(argv[0]!, argv.slice(1), { env, encoding: 'utf8' });
-          if (done.status !== 0) throw new Error(`${layer}: exit ${String(done.status)}: ${done.stderr.slice(-500)}`);
-          // Every create must have been a broker request, or the layer measures less than it says.
-          const asked = Number(/answer-at-once: (\d+) requests/.exec(done.stderr)?.[1] ?? Number.NaN);
-          if (layer === 'supervisor' && !(asked >= creates)) throw new Error(`supervisor: ${String(asked)} broker requests for ${creates} creates`);
-          return { us: loopMicros(done.stdout, creates, layer) };
-        }
-        const run = await runner.run([loop, dir, String(creates)], dir, env, { keepStdout: true, ...(layer === 'node-channel' ? { handler: answerAtOnce } : {}) });
-        if (run.code !== 0) throw new Error(`${layer}: exit ${String(run.code)}: ${run.stderrTail.slice(-500)}`);
-        if (run.requests.requests < creates) throw new Error(`${layer}: ${run.requests.requests} broker requests for ${creates} creates`);
-        return { us: loopMicros(run.stdoutTail ?? '', creates, layer), cpuUs: (run.selfCpuMs * 1000) / creates };
+        const argv = layer === 'native' ? [loop, dir, String(creates)] : [cBroker, launcher, loop, dir, String(creates)];
+        const done = spawnSync(argv[0]!, argv.slice(1), { env, encoding: 'utf8' });
+        if (done.status !== 0) throw new Error(`${layer}: exit ${String(done.status)}: ${done.stderr.slice(-500)}`);
+        // Every create must have been a broker request, or the layer measures less than it says.
+        const asked = Number(/answer-at-once: (\d+) requests/.exec(done.stderr)?.[1] ?? Number.NaN);
+        if (layer === 'supervisor' && !(asked >= creates)) throw new Error(`supervisor: ${String(asked)} broker requests for ${creates} creates`);
+        return { us: loopMicros(done.stdout, creates, layer) };
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -102,18 +155,17 @@ export async function layerRows(product: Product, creates: number, runs: number,
         previous = row.medianUs;
         return row;
       });
-      return { rows, place: onTmpfs ? 'tmpfs' : 'the temp dir (no tmpfs found)' };
+      return { rows, place: place.label };
     } finally {
       await runner.close();
     }
   } finally {
-    rmSync(base, { recursive: true, force: true });
-    rmSync(tools, { recursive: true, force: true });
+    place.remove();
   }
 }
 
 /** `bench/layers/NAME.c` built with `cc -O2` into `dir`; the executable's path. */
-export function compileLayerTool(name: string, dir: string): string {
+function compileLayerTool(name: string, dir: string): string {
   const out = path.join(dir, name);
   const built = spawnSync('cc', ['-O2', '-o', out, path.join(REPO_ROOT, 'bench', 'layers', `${name}.c`)], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`cannot compile bench/layers/${name}.c: ${built.error?.message ?? built.stderr}`);
@@ -121,7 +173,7 @@ export function compileLayerTool(name: string, dir: string): string {
 }
 
 /** /dev/shm when it is a writable tmpfs. */
-export function tmpfsBase(): string | undefined {
+function tmpfsBase(): string | undefined {
   try {
     const probe = mkdtempSync('/dev/shm/bsh-probe-');
     rmSync(probe, { recursive: true });
@@ -132,7 +184,7 @@ export function tmpfsBase(): string | undefined {
 }
 
 /** The loop's own "N nanoseconds" line as µs per create. */
-export function loopMicros(stdout: string, creates: number, layer: string): number {
+function loopMicros(stdout: string, creates: number, layer: string): number {
   const match = /^(\d+) (\d+)$/m.exec(stdout);
   if (!match || Number(match[1]) !== creates) throw new Error(`${layer}: the create loop printed ${JSON.stringify(stdout.slice(-200))}`);
   return Number(match[2]) / 1000 / creates;

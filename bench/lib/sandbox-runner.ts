@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Broker } from '../../src/core/index.js';
+import type { Broker, BrokerPlugin } from '../../src/core/index.js';
 import { RequestCounter, type KernelHandler, type RequestSnapshot } from './request-counter.js';
 import { timeProcess, type StartedProcess, type TimedRun } from './timed-process.js';
 
@@ -16,6 +16,8 @@ export interface SandboxRunnerOptions {
   logLevel?: string;
   /** The launcher to run (default: the package's build/Release one, located at each spawn). */
   launcher?: string;
+  /** The plugins the broker uses, chosen from the standard set (default: all of them). */
+  plugins?: (standard: BrokerPlugin[]) => BrokerPlugin[];
 }
 
 export interface RunOptions {
@@ -84,13 +86,12 @@ export class SandboxRunner {
       sessionId: options.sessionId ?? 'bench-kernel-runtime',
       logger: index.createLogger({ level: options.logLevel ?? 'error' }),
     });
-    this.broker.use(
-      ...index.standardPlugins({
-        home: index.resolveHome(options.env),
-        writableRoots: options.writableRoots,
-        backup: {},
-      }),
-    );
+    const standard = index.standardPlugins({
+      home: index.resolveHome(options.env),
+      writableRoots: options.writableRoots,
+      backup: {},
+    });
+    this.broker.use(...(options.plugins ? options.plugins(standard) : standard));
     this.#handler = this.counter.wrap(bridge.kernelBridge(this.broker, { toolCallId: 'bench-call', traceId: 'bench-trace' }));
   }
 
