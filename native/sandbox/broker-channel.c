@@ -88,23 +88,20 @@ int bsh_channel_flush(struct bsh_channel *ch) {
 }
 
 /*
- * Reads what is available. 0, or -EPIPE at end of stream, or -errno. A read that did
- * not fill the space is taken as all there was: poll() is level-triggered, so anything
- * that arrived since wakes the loop again, and the usual single answer costs one recv
- * instead of a second one that only says EAGAIN.
+ * Reads what is available, to EAGAIN. 0, or -EPIPE at end of stream, or -errno. Reading
+ * on after a short read costs one recv per answer, but a broker that answered and then
+ * died is seen as gone here, before the next request is written to it.
  */
 int bsh_channel_fill(struct bsh_channel *ch) {
   for (;;) {
     int rc = reserve(&ch->in, &ch->in_cap, ch->in_len + 4096);
     if (rc != 0) return rc;
-    size_t space = ch->in_cap - ch->in_len;
-    ssize_t n = recv(ch->fd, ch->in + ch->in_len, space, MSG_DONTWAIT);
+    ssize_t n = recv(ch->fd, ch->in + ch->in_len, ch->in_cap - ch->in_len, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (n < 0) return -errno;
     if (n == 0) return -EPIPE;
     ch->in_len += (size_t)n;
-    if ((size_t)n < space) return 0;
   }
 }
 
