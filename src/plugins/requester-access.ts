@@ -1,6 +1,7 @@
 import { readFileSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Peer, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
+import { ProcStatusReader } from './proc-status.js';
 
 /** Who asked, as the kernel would judge their access: ids and whether DAC binds them. */
 export interface Requester {
@@ -13,7 +14,7 @@ export interface Requester {
 }
 
 export interface RequesterAccessOptions {
-  /** Who a socket peer is (default: its /proc/PID/status); undefined when it cannot be told. */
+  /** Who a socket peer is (default: its /proc/PID/status, through a kept descriptor); undefined when it cannot be told. */
   peerRequester?: (peer: Peer) => Requester | undefined;
   /** Who a kernel request comes from (default: this process's ids, with no capabilities: the sandbox drops them all). */
   sandboxRequester?: () => Requester;
@@ -34,7 +35,7 @@ const IN_PLACE = new Set(['open', 'truncate', 'copy', 'touch', 'chmod', 'chown',
 const OWNER_ONLY = new Set(['chmod', 'chown']);
 type StatLike = Pick<Stats, 'uid' | 'gid' | 'mode' | 'isFile'>;
 
-/** A peer's ids and capabilities from /proc/PID/status. */
+/** A peer's ids and capabilities from /proc/PID/status (opened for this one call). */
 export function procRequester(peer: Peer): Requester | undefined {
   let status: string;
   try {
@@ -107,9 +108,10 @@ export class RequesterAccessPlugin implements BrokerPlugin {
   readonly #peerRequester: (peer: Peer) => Requester | undefined;
   readonly #sandboxRequester: () => Requester;
   readonly #stat: (file: string) => StatLike | undefined;
+  readonly #statusFiles = new ProcStatusReader();
 
   constructor(options: RequesterAccessOptions = {}) {
-    this.#peerRequester = options.peerRequester ?? procRequester;
+    this.#peerRequester = options.peerRequester ?? ((peer) => this.#fromStatusFile(peer));
     // This process's ids do not change while it runs: asked once, not per request.
     let own: Requester | undefined;
     this.#sandboxRequester = options.sandboxRequester ?? (() => (own ??= ownRequester()));
@@ -118,6 +120,12 @@ export class RequesterAccessPlugin implements BrokerPlugin {
 
   apply(broker: Broker): void {
     broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved) => this.#decide(target, resolved));
+    broker.hooks.close.tap(this.name, () => this.#statusFiles.close());
+  }
+
+  #fromStatusFile(peer: Peer): Requester | undefined {
+    const status = this.#statusFiles.read(peer.pid);
+    return status === undefined ? undefined : requesterFromStatus(status, peer);
   }
 
   #decide(target: ResolvedTarget, resolved: ResolvedRequest): Decision | undefined {
