@@ -34,6 +34,11 @@ const IN_PLACE = new Set(['open', 'truncate', 'copy', 'touch', 'chmod', 'chown',
 /** Of those, the ones only the owner may do. */
 const OWNER_ONLY = new Set(['chmod', 'chown']);
 type StatLike = Pick<Stats, 'uid' | 'gid' | 'mode' | 'isFile'>;
+/** What the targets of one request share: who asked (null: gone) and, per directory, whether the path to it is searchable. */
+interface RequestMemo {
+  who?: Requester | null;
+  searchable: Map<string, boolean>;
+}
 
 /** A peer's ids and capabilities from /proc/PID/status (opened for this one call). */
 export function procRequester(peer: Peer): Requester | undefined {
@@ -109,6 +114,7 @@ export class RequesterAccessPlugin implements BrokerPlugin {
   readonly #sandboxRequester: () => Requester;
   readonly #stat: (file: string) => StatLike | undefined;
   readonly #statusFiles = new ProcStatusReader();
+  readonly #memos = new WeakMap<ResolvedRequest, RequestMemo>();
 
   constructor(options: RequesterAccessOptions = {}) {
     this.#peerRequester = options.peerRequester ?? ((peer) => this.#fromStatusFile(peer));
@@ -141,9 +147,12 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     // The broker itself changes it (host operations, fd grants); the kernel supervisor acts with the command's own rights.
     const brokerWrites = target.access !== 'read' && (request.action === 'host-op' || request.action === 'token');
     if (!brokerReads && !brokerWrites && request.operation !== 'link') return undefined;
-    const who = request.peer ? this.#peerRequester(request.peer) : this.#sandboxRequester();
+    // The targets of one request (a rename's two names, say) share who asked and the directories above them.
+    const memo = this.#memoOf(resolved);
+    if (memo.who === undefined) memo.who = (request.peer ? this.#peerRequester(request.peer) : this.#sandboxRequester()) ?? null;
+    const who = memo.who;
     if (!who) return this.#deny('the requesting process is gone: its rights cannot be told');
-    if (brokerReads && info && !who.readsAll && !(mayRead(who, info) && this.#searchable(who, target.resolved))) {
+    if (brokerReads && info && !who.readsAll && !(mayRead(who, info) && this.#searchable(who, target.resolved, memo))) {
       return this.#deny(`${target.resolved} is not readable by the requesting process; the broker does not read it on its behalf`);
     }
     // protected_hardlinks: a hard link only to a file one owns, or may both read and write.
@@ -152,15 +161,15 @@ export class RequesterAccessPlugin implements BrokerPlugin {
       return this.#deny(`${target.resolved} is neither owned nor both readable and writable by the requesting process; the broker does not link it on its behalf`);
     }
     if (brokerWrites && !who.writesAll) {
-      const why = this.#writeProblem(who, target, request.operation, info);
+      const why = this.#writeProblem(who, target, request.operation, info, memo);
       if (why) return this.#deny(`${target.resolved}: ${why}; the broker does not do it on the requesting process's behalf`);
     }
     return undefined;
   }
 
   /** Why DAC would refuse the requester this change, or undefined when it would allow it. */
-  #writeProblem(who: Requester, target: ResolvedTarget, operation: string, info: StatLike | undefined): string | undefined {
-    if (!this.#searchable(who, target.resolved)) return 'a directory above it is not searchable by the requesting process';
+  #writeProblem(who: Requester, target: ResolvedTarget, operation: string, info: StatLike | undefined, memo: RequestMemo): string | undefined {
+    if (!this.#searchable(who, target.resolved, memo)) return 'a directory above it is not searchable by the requesting process';
     if (info && IN_PLACE.has(operation) && target.role !== 'from') {
       if (OWNER_ONLY.has(operation)) return info.uid === who.uid ? undefined : 'only its owner may change its mode or owner';
       if (operation === 'touch' && info.uid === who.uid) return undefined;
@@ -174,13 +183,32 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     return undefined;
   }
 
-  /** Whether every directory above `file` lets the requester through. */
-  #searchable(who: Requester, file: string): boolean {
-    for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+  /** Whether every directory above `file` lets the requester through (asked once per directory and request). */
+  #searchable(who: Requester, file: string, memo: RequestMemo): boolean {
+    const first = path.dirname(file);
+    let answer = memo.searchable.get(first);
+    if (answer === undefined) {
+      answer = this.#walkSearchable(who, first);
+      memo.searchable.set(first, answer);
+    }
+    return answer;
+  }
+
+  #walkSearchable(who: Requester, first: string): boolean {
+    for (let dir = first; ; dir = path.dirname(dir)) {
       const info = this.#stat(dir);
       if (!info || !(who.readsAll || (bitsFor(who, info) & SEARCH) !== 0)) return false;
       if (dir === '/') return true;
     }
+  }
+
+  #memoOf(resolved: ResolvedRequest): RequestMemo {
+    let memo = this.#memos.get(resolved);
+    if (!memo) {
+      memo = { searchable: new Map() };
+      this.#memos.set(resolved, memo);
+    }
+    return memo;
   }
 
   #deny(reason: string): Decision {

@@ -128,6 +128,28 @@ describe('RequesterAccessPlugin', () => {
     expect(outcome.decision).toMatchObject({ verdict: 'deny', source: 'requester-access' });
   });
 
+  it("asks who the peer is and stats each directory once per request, and again for the next request", async () => {
+    const statted: string[] = [];
+    let asked = 0;
+    const counting = (file: string) => {
+      statted.push(file);
+      return stat(file);
+    };
+    const plugin = new RequesterAccessPlugin({ stat: counting, peerRequester: () => (asked++, SANDBOX) });
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver('file'), allowAll(), plugin);
+    // A rename within /d/t: both names share every directory above them.
+    const rename = hostOp('rename', '/d/t/new-name', '/d/t/theirs-666');
+    expect((await broker.handle(rename)).decision.verdict).toBe('deny');
+    const timesStatted = (file: string) => statted.filter((seen) => seen === file).length;
+    expect(asked).toBe(1);
+    expect([timesStatted('/d'), timesStatted('/')]).toEqual([1, 1]);
+    // Rights can change between requests: nothing is carried over.
+    statted.length = 0;
+    expect((await broker.handle(rename)).decision.verdict).toBe('deny');
+    expect(asked).toBe(2);
+    expect([timesStatted('/d'), timesStatted('/')]).toEqual([1, 1]);
+  });
+
   it('reads a real process: its ids and whether it has the DAC capabilities', () => {
     const me = procRequester({ pid: process.pid, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 });
     expect(me?.uid).toBe(process.getuid?.());
