@@ -1,13 +1,13 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Broker, type BrokerRequestInput } from '../../src/core/index.js';
 import { ProcStatusReader } from '../../src/plugins/proc-status.js';
 import { RequesterAccessPlugin } from '../../src/plugins/requester-access.js';
 import { allowAll, identityResolver } from '../helpers/bare-broker.js';
 
-/** A process that renames itself (its `Name:` line) when told to, and exits when told to. */
+/** A process that renames itself (its `Name:` line) when told to, and exits when its input ends. */
 const RENAMER = `
 import sys
 for line in sys.stdin:
@@ -34,7 +34,15 @@ async function tell(child: ChildProcessWithoutNullStreams, command: string): Pro
 }
 
 const nameLine = (status: string | undefined) => /^Name:\s*(.*)$/m.exec(status ?? '')?.[1];
-const openFds = () => readdirSync('/proc/self/fd').length;
+/** This process's descriptors open on its own status file. */
+const ownStatusFds = () =>
+  readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === `/proc/${process.pid}/status`;
+    } catch {
+      return false; // the listing's own descriptor, closed by now
+    }
+  }).length;
 
 describe('ProcStatusReader', () => {
   it('reads the status as it is now through the descriptor it keeps', async () => {
@@ -103,12 +111,12 @@ describe('RequesterAccessPlugin with the status files of real peers', () => {
 
   it('judges a socket peer by its live status and closes what it kept with the broker', async () => {
     const broker = new Broker({ sessionId: 's1' }).use(identityResolver('file'), allowAll(), new RequesterAccessPlugin({ stat }));
-    const before = openFds();
+    expect(ownStatusFds()).toBe(0);
     expect((await broker.handle(request)).decision.verdict).toBe('sandbox');
     expect((await broker.handle(request)).decision.verdict).toBe('sandbox');
-    expect(openFds()).toBe(before + 1);
+    expect(ownStatusFds()).toBe(1);
     await broker.close();
-    expect(openFds()).toBe(before);
+    expect(ownStatusFds()).toBe(0);
   });
 
   it('refuses a peer whose process is gone', async () => {
