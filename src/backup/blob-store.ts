@@ -47,10 +47,10 @@ export interface StoredBlob {
   /** The file's metadata from the copy that succeeded (taken before reading it). */
   stats: BigIntStats;
   /**
-   * With `deferDirSync`: the fsync of the blob's directory (its new name), still running.
-   * The caller must await it before it acknowledges the backup.
+   * With `deferDirSync`: the fsync of the blob's directory (its new name), not started.
+   * The caller must run it, and see it succeed, before it acknowledges the backup.
    */
-  nameSynced?: Promise<void>;
+  syncName?: () => Promise<void>;
 }
 
 
@@ -61,9 +61,10 @@ export interface SnapshotOptions {
    */
   sync?: boolean;
   /**
-   * With `sync`: start the fsync of the blob's directory and return it in `nameSynced`
-   * instead of waiting, so the caller can overlap it with its own sync (the journal's).
-   * The blob's content is synced before its rename either way.
+   * With `sync`: return the fsync of the blob's directory as `syncName` instead of running
+   * it, so the caller can run it with its own sync (the journal's) once it has written what
+   * that sync covers: then one journal commit of the file system serves both. The blob's
+   * content is synced before its rename either way.
    */
   deferDirSync?: boolean;
 }
@@ -203,7 +204,6 @@ export class BlobStore {
     const final = path.join(this.#layout.root, relative);
     if (await this.#reusable(final, sha256, size, sync)) {
       await removeQuietly(tmp);
-      if (!sync) this.#unsynced.add(final);
     } else {
       if (sync) await fsyncFile(tmp);
       // Unsynced, a new fan-out directory is made durable with the blob (syncPending syncs blobs/).
@@ -211,14 +211,16 @@ export class BlobStore {
       else mkdirSync(path.dirname(final), { recursive: true, mode: 0o700 });
       // Replaces a damaged blob of the same name too: the new one is verified.
       renameSync(tmp, final);
-      if (sync && deferDirSync) {
-        const nameSynced = fsyncDir(path.dirname(final));
-        nameSynced.catch(() => undefined); // the caller awaits it; never an unhandled rejection meanwhile
-        return { sha256, size, blob: relative, nameSynced };
-      }
-      if (sync) await fsyncDir(path.dirname(final));
-      else this.#unsynced.add(final);
     }
+    if (!sync) {
+      this.#unsynced.add(final);
+      return { sha256, size, blob: relative };
+    }
+    // A reused blob's name is synced too: the snapshot that made it may have left that sync
+    // to a caller that failed before running it. Cheap when the directory is already durable.
+    const dir = path.dirname(final);
+    if (deferDirSync) return { sha256, size, blob: relative, syncName: () => fsyncDir(dir) };
+    await fsyncDir(dir);
     return { sha256, size, blob: relative };
   }
 

@@ -108,15 +108,16 @@ export async function writeJournal(layout: StoreLayout, turnId: string, text: st
 
 /**
  * Append one encoded line with a single write and make it durable (fdatasync: data and
- * length) unless `sync` is false; wait for `alongside` too. `wholeBytes` is the journal's
- * length before; on failure of either the file is cut back to it (best effort), so no
- * half line stays behind. Returns the new length.
+ * length) unless `sync` is false; run `alongside` (another sync the line depends on) with
+ * it, started after the write, so that one journal commit of the file system can serve
+ * both. `wholeBytes` is the journal's length before; on failure of either the file is cut
+ * back to it (best effort), so no half line stays behind. Returns the new length.
  */
 export async function appendJournalLine(
   file: string,
   line: string,
   wholeBytes: number,
-  options: { sync?: boolean; alongside?: Promise<void> } = {},
+  options: { sync?: boolean; alongside?: (() => Promise<void>) | undefined } = {},
 ): Promise<number> {
   const data = Buffer.from(line, 'utf8');
   // open/write/close are synchronous (a page-cache append); only the fdatasync waits on the pool.
@@ -125,8 +126,8 @@ export async function appendJournalLine(
     try {
       const written = writeSync(fd, data, 0, data.length);
       if (written !== data.length) throw new Error(`short write to ${file}: ${written} of ${data.length} bytes`);
-      // `alongside` (another sync the line depends on) runs while we sync ours; the line counts only if both succeed.
-      await settleAll([options.sync !== false ? fdatasyncFd(fd) : undefined, options.alongside]);
+      // Both syncs run at once, after the write: the line counts only if both succeed.
+      await settleAll([options.alongside?.(), options.sync !== false ? fdatasyncFd(fd) : undefined]);
     } catch (error) {
       try {
         ftruncateSync(fd, wholeBytes);

@@ -374,7 +374,7 @@ export class SessionBackupStore {
     const limits = accept.content;
     if (!limits || !(stats.isFile() || stats.isSymbolicLink())) return undefined;
     let entry: BackupEntry;
-    let nameSynced: Promise<void> | undefined;
+    let syncName: (() => Promise<void>) | undefined;
     if (stats.isSymbolicLink()) {
       const linkTarget = await readLinkQuietly(file, stats, this.#setTimesNs).catch((error: unknown) => {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot read link ${file}: ${messageOf(error)}`, { cause: error });
@@ -385,7 +385,7 @@ export class SessionBackupStore {
     } else {
       try {
         const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
-        nameSynced = stored.nameSynced;
+        syncName = stored.syncName;
         const xattrs = this.#readXattrs(file);
         entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
       } catch (error) {
@@ -396,8 +396,8 @@ export class SessionBackupStore {
         entry = this.#oversize(base, grown, limits);
       }
     }
-    // The blob's directory sync (its name) overlaps the journal line's: both before the entry counts.
-    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: nameSynced });
+    // The blob's directory sync (its name) runs with the journal line's: both before the entry counts.
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: syncName });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
   }
@@ -444,7 +444,7 @@ export class SessionBackupStore {
   async #append(
     turnId: string,
     entry: TurnEntry,
-    options: { sync: boolean; durable?: boolean; alongside?: Promise<void> | undefined } = { sync: true },
+    options: { sync: boolean; durable?: boolean; alongside?: (() => Promise<void>) | undefined } = { sync: true },
   ): Promise<void> {
     const line = encodeEntryLine(entry);
     await this.#exclusively(async () => {
@@ -453,7 +453,7 @@ export class SessionBackupStore {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       }
       if (!options.sync && turn.journalBytes !== undefined) {
-        if (options.alongside) await options.alongside.catch((error: unknown) => {
+        if (options.alongside) await options.alongside().catch((error: unknown) => {
           throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot make a backup of turn ${turnId} durable: ${messageOf(error)}`, {
             cause: error,
             errno: errorCode(error),
@@ -482,13 +482,13 @@ export class SessionBackupStore {
    * the journal whole (always synced) when it does not exist or an earlier write failed.
    * Runs inside #exclusively.
    */
-  async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean, alongside?: Promise<void>): Promise<void> {
+  async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean, alongside?: () => Promise<void>): Promise<void> {
     try {
       if (turn.journalBytes === undefined) {
         // Memory holds the deferred entries too: the whole journal includes them.
         const whole = journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line);
         // Settled both before going on: a journal rewrite still running must not race the next one.
-        [turn.journalBytes] = await settleAll([writeJournal(this.layout, turnId, whole), alongside]);
+        [turn.journalBytes] = await settleAll([writeJournal(this.layout, turnId, whole), alongside?.()]);
         turn.unsynced = false;
       } else {
         const text = turn.deferred.join('') + line;

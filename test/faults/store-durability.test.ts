@@ -6,6 +6,7 @@
  * kill -9 leaves under 'turn' is store-crash.test.ts's subject.
  */
 import fs from 'node:fs/promises';
+import nodeFs, { readFileSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +50,28 @@ async function world(count = FILES): Promise<{ home: string; files: string[] }> 
 const open = (home: string, durability?: 'each' | 'turn') =>
   SessionBackupStore.open({ home, sessionId: SESSION, reflink: false, ...(durability ? { durability } : {}) });
 
+const backUpAll = async (store: SessionBackupStore, files: string[]) => {
+  for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });
+};
+
+/** Each fsync of a blob's fan-out directory while `task` runs: which one, and what the journal held then. */
+async function blobDirSyncsDuring(store: SessionBackupStore, task: () => Promise<unknown>): Promise<Array<{ dir: string; journal: string }>> {
+  const journal = path.join(store.layout.turns, `${TURN}.journal`);
+  const seen: Array<{ dir: string; journal: string }> = [];
+  const { fsync } = nodeFs;
+  nodeFs.fsync = ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+    const target = readlinkSync(`/proc/self/fd/${fd}`);
+    if (path.dirname(target) === store.layout.blobs) seen.push({ dir: path.basename(target), journal: readFileSync(journal, 'utf8') });
+    fsync(fd, done);
+  }) as typeof nodeFs.fsync;
+  try {
+    await task();
+  } finally {
+    nodeFs.fsync = fsync;
+  }
+  return seen;
+}
+
 /** Syncs issued while `task` runs. */
 async function syncsDuring(task: () => Promise<unknown>): Promise<{ sync: number; datasync: number }> {
   const before = { ...counts };
@@ -69,6 +92,28 @@ describe('backup durability', () => {
     expect(during.sync).toBeGreaterThanOrEqual(2 * FILES);
     expect(during.datasync).toBeGreaterThanOrEqual(FILES);
     expect(store.blobs.pendingSyncs).toBe(0);
+  });
+
+  it("'each' syncs a blob's directory once the journal line naming the blob is written, with that line's sync", async () => {
+    const { home, files } = await world(5);
+    const store = await open(home);
+    await store.beginTurn(TURN);
+    const seen = await blobDirSyncsDuring(store, () => backUpAll(store, files));
+    // Each blob's directory was synced when the journal already named the blob.
+    for (const file of files) {
+      const digest = sha256(await fs.readFile(file));
+      expect(seen.some(({ dir, journal }) => dir === digest.slice(0, 2) && journal.includes(digest))).toBe(true);
+    }
+  });
+
+  it("'each' syncs a reused blob's directory too: the backup that made the blob may not have", async () => {
+    const { home, files } = await world(2);
+    await fs.copyFile(files[0]!, files[1]!);
+    const store = await open(home);
+    await store.beginTurn(TURN);
+    const seen = await blobDirSyncsDuring(store, () => backUpAll(store, files));
+    const fanOut = sha256(await fs.readFile(files[0]!)).slice(0, 2);
+    expect(seen.filter(({ dir }) => dir === fanOut)).toHaveLength(2);
   });
 
   it("'turn' syncs nothing per backup; the commit syncs every blob before the manifest", async () => {
