@@ -99,7 +99,7 @@ export function revision(): string {
   try {
     const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
     const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'native', 'binding.gyp'], { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    return dirty ? `${head} + uncommitted changes in src/native` : head;
+    return dirty ? `${head} + uncommitted changes in src/, native/ or binding.gyp` : head;
   } catch {
     return 'unknown';
   }
