@@ -22,7 +22,10 @@ import {
   isWithin,
   type FileSafetyOptions,
 } from '../../src/plugins/file-safety/index.js';
-import { GIT_PROTECTED_PATTERNS, buildProtections, requiredText } from '../../src/plugins/file-safety/mandatory.js';
+import fc from 'fast-check';
+import picomatch from 'picomatch';
+import { buildProtections } from '../../src/plugins/file-safety/mandatory.js';
+import { ancestorsOf, compilePattern, literalRuns } from '../../src/plugins/file-safety/patterns.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 
 // Made when the module loads (not in beforeAll) because the it.each tables name paths in it.
@@ -438,22 +441,48 @@ describe('a prompt rule on a link name does not loosen the file it points to', (
   });
 });
 
-describe('requiredText: the text every match of the git protections contains', () => {
-  it.each<[string[], string]>([
-    [['.git/hooks', '.git/config', '.git/modules/**/hooks'], '.git/'],
-    [['.git'], '.git'],
-    [['.git/hooks', 'other/x'], ''],
-    [['**/hooks'], ''],
-    [['.g*t/hooks'], ''],
-  ])('%j → %j', (patterns, needle) => {
-    expect(requiredText(patterns)).toBe(needle);
+describe('literalRuns: the text every match of a glob contains', () => {
+  it.each<[string, string[]]>([
+    ['**/.git/hooks', ['.git/hooks']],
+    ['**/.git/modules/**/hooks', ['.git/modules', 'hooks']],
+    ['/home/u/.bashrc', ['home/u/.bashrc']],
+    ['**/*.env', []],
+    ['**/a/{b,c}/d', ['a', 'd']],
+    ['**/a/[bc]/d', ['a', 'd']],
+    ['**/+(a|b)/c', ['c']],
+    ['/x/\\*y/z', ['x', 'z']],
+    ['**/a/../b/./c', ['a', 'b', 'c']],
+    ['**/.../x', ['.../x']],
+  ])('%j → %j', (glob, runs) => {
+    expect(literalRuns(glob)).toEqual(runs);
   });
 
-  it('is in every path the git protections cover, so skipping the globs without it changes no answer', () => {
+  it('skipping the globs for paths without them changes no answer', () => {
+    const patterns = ['.git/hooks', '.git/modules/**/hooks', '*.env', 'secrets/**', '/w/a/*.txt', '~/x', '~', 'a/{b,c}/d', 'a/[bc]/d', '+(a|b)/c', 'dist', '**/d/**', '.e*', '/'];
+    const components = ['.git', 'hooks', 'modules', 'config', 'a', 'b', 'c', 'd', 'x', '.env', 'x.txt', 'secrets', 'dist', 'w', 'u', '.e'];
+    const homes = ['/w/u', '/u'];
+    // The matcher as it was: every glob tested on the path and each directory above it.
+    const plain = (pattern: string) => {
+      const globs = (pattern.startsWith('/') ? [pattern] : pattern.startsWith('~') ? homes.map((h) => h + pattern.slice(1)) : [`**/${pattern}`]).map((glob) =>
+        picomatch(glob, { dot: true, nonegate: true }),
+      );
+      return (p: string) => ancestorsOf(p).some((candidate) => globs.some((glob) => glob(candidate)));
+    };
+    const pairs = patterns.map((pattern) => ({ pattern, fast: compilePattern(pattern, homes), slow: plain(pattern) }));
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...components), { minLength: 0, maxLength: 7 }), (parts) => {
+        const p = `/${parts.join('/')}`;
+        for (const { pattern, fast, slow } of pairs) expect([pattern, p, fast(p)]).toEqual([pattern, p, slow(p)]);
+      }),
+      { numRuns: 3000, seed: 8 },
+    );
+  });
+
+  it('leaves the git protections exact', () => {
     const [git] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-hooks-config');
     const covered = ['/w/.git/hooks', '/w/.git/hooks/pre-commit', '/w/.git/config', '/w/a/.git/modules/m/hooks/x', '/w/.git/modules/a/b/config'];
-    const notCovered = ['/w/.git/HEAD', '/w/git/hooks', '/w/.gitx/hooks', '/w/x.git/hooks', '/w/.git\\hooks'];
-    for (const form of covered) expect([form, git?.covers(form), form.includes(requiredText(GIT_PROTECTED_PATTERNS))]).toEqual([form, true, true]);
+    const notCovered = ['/w/.git/HEAD', '/w/git/hooks', '/w/.gitx/hooks', '/w/x.git/hooks', '/w/.git\\hooks', '/w/.git/objects/ab/tmp_obj_x'];
+    for (const form of covered) expect([form, git?.covers(form)]).toEqual([form, true]);
     for (const form of notCovered) expect([form, git?.covers(form)]).toEqual([form, false]);
   });
 });

@@ -63,26 +63,13 @@ function literal(id: string, verdict: Protection['verdict'], reason: string, anc
   };
 }
 
-/**
- * Text every path a set of any-depth patterns matches must contain: their shared first
- * component when it is literal (`.git/`), else nothing. Lets `covers` skip the globs for
- * the paths that cannot match (nearly all of them) without changing any answer.
- */
-export function requiredText(patterns: readonly string[]): string {
-  const firsts = new Set(patterns.map((pattern) => pattern.split('/')[0] ?? ''));
-  const [first] = firsts;
-  if (firsts.size !== 1 || !first || /[*?[\]{}()!+@\\]/.test(first)) return '';
-  return patterns.every((pattern) => pattern.includes('/')) ? `${first}/` : first;
-}
-
 function anyDepth(id: string, reason: string, patterns: readonly string[]): Protection {
   const matchers = patterns.map((pattern) => compilePattern(pattern, []));
-  const needle = requiredText(patterns);
   return {
     id,
     verdict: 'prompt',
     reason,
-    covers: (form) => form.includes(needle) && matchers.some((matches) => matches(form)),
+    covers: (form) => matchers.some((matches) => matches(form)),
     // A `.git` directory (or `.git` file naming one) holds hooks and config.
     holds: (form) => path.posix.basename(form) === '.git',
     samples: (bases) => bases.flatMap((base) => [`${base}/.git/hooks/pre-commit`, `${base}/.git/config`]),

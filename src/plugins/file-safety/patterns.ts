@@ -17,8 +17,40 @@ export type PathMatcher = (p: string) => boolean;
  * rule into "everything except x".
  */
 export function compilePattern(pattern: string, homes: readonly string[]): PathMatcher {
-  const globs = globsFor(pattern, homes).map((glob) => picomatch(glob, { dot: true, nonegate: true }));
-  return (p) => ancestorsOf(p).some((candidate) => globs.some((glob) => glob(candidate)));
+  const globs = globsFor(pattern, homes).map((glob) => ({ needs: literalRuns(glob), matches: picomatch(glob, { dot: true, nonegate: true }) }));
+  return (p) => {
+    let candidates: string[] | undefined;
+    for (const { needs, matches } of globs) {
+      // Most paths lack a glob's literal text: then no ancestor can match, and no regex runs.
+      if (!needs.every((text) => p.includes(text))) continue;
+      candidates ??= ancestorsOf(p);
+      if (candidates.some((candidate) => matches(candidate))) return true;
+    }
+    return false;
+  };
+}
+
+/** A component picomatch matches only by itself: no wildcard, class, brace, extglob, escape, `.` or `..`. */
+const LITERAL_COMPONENT = /^(?!\.\.?$)[\w.~-]+$/;
+
+/**
+ * The texts every match of `glob` contains: its runs of literal components, joined by
+ * `/`. The candidates tested are the path and its ancestors, all prefixes of the path,
+ * so a path without one of these texts cannot match, and skipping it changes no answer.
+ */
+export function literalRuns(glob: string): string[] {
+  const runs: string[] = [];
+  let run: string[] = [];
+  for (const component of glob.split('/')) {
+    if (LITERAL_COMPONENT.test(component)) {
+      run.push(component);
+      continue;
+    }
+    if (run.length > 0) runs.push(run.join('/'));
+    run = [];
+  }
+  if (run.length > 0) runs.push(run.join('/'));
+  return runs;
 }
 
 function globsFor(pattern: string, homes: readonly string[]): string[] {
