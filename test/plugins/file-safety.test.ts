@@ -25,7 +25,7 @@ import {
 import fc from 'fast-check';
 import picomatch from 'picomatch';
 import { buildProtections } from '../../src/plugins/file-safety/mandatory.js';
-import { ancestorsOf, compilePattern, literalRuns } from '../../src/plugins/file-safety/patterns.js';
+import { ancestorsOf, compilePattern, globsFor, literalRuns } from '../../src/plugins/file-safety/patterns.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 
 // Made when the module loads (not in beforeAll) because the it.each tables name paths in it.
@@ -463,18 +463,29 @@ describe('literalRuns: the text every match of a glob contains', () => {
     const homes = ['/w/u', '/u'];
     // The matcher as it was: every glob tested on the path and each directory above it.
     const plain = (pattern: string) => {
-      const globs = (pattern.startsWith('/') ? [pattern] : pattern.startsWith('~') ? homes.map((h) => h + pattern.slice(1)) : [`**/${pattern}`]).map((glob) =>
-        picomatch(glob, { dot: true, nonegate: true }),
-      );
+      const globs = globsFor(pattern, homes).map((glob) => picomatch(glob, { dot: true, nonegate: true }));
       return (p: string) => ancestorsOf(p).some((candidate) => globs.some((glob) => glob(candidate)));
     };
     const pairs = patterns.map((pattern) => ({ pattern, fast: compilePattern(pattern, homes), slow: plain(pattern) }));
+    const paths = fc.array(fc.constantFrom(...components, 'a*b', 'ab'), { minLength: 0, maxLength: 7 }).map((parts) => `/${parts.join('/')}`);
     fc.assert(
-      fc.property(fc.array(fc.constantFrom(...components), { minLength: 0, maxLength: 7 }), (parts) => {
-        const p = `/${parts.join('/')}`;
+      fc.property(paths, (p) => {
         for (const { pattern, fast, slow } of pairs) expect([pattern, p, fast(p)]).toEqual([pattern, p, slow(p)]);
       }),
       { numRuns: 3000, seed: 8 },
+    );
+    // Patterns made of literal names, wildcards, classes, braces, extglobs, escapes and dot names.
+    const tokens = ['a', 'b', '.git', 'hooks', 'x.txt', '*', '**', '?', '[ab]', '{a,b}', 'x.*', '+(a|b)', '.e*', 'a\\*b', '..', '.'];
+    const randomPatterns = fc
+      .tuple(fc.constantFrom('', '/', '~/'), fc.array(fc.constantFrom(...tokens), { minLength: 1, maxLength: 4 }))
+      .map(([lead, parts]) => lead + parts.join('/'));
+    fc.assert(
+      fc.property(randomPatterns, fc.array(paths, { minLength: 20, maxLength: 20 }), (pattern, somePaths) => {
+        const fast = compilePattern(pattern, homes);
+        const slow = plain(pattern);
+        for (const p of somePaths) expect([pattern, p, fast(p)]).toEqual([pattern, p, slow(p)]);
+      }),
+      { numRuns: 500, seed: 9 },
     );
   });
 

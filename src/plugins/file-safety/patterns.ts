@@ -53,7 +53,8 @@ export function literalRuns(glob: string): string[] {
   return runs;
 }
 
-function globsFor(pattern: string, homes: readonly string[]): string[] {
+/** The globs a pattern stands for, tested against the path and each directory above it. */
+export function globsFor(pattern: string, homes: readonly string[]): string[] {
   const trimmed = stripTrailingSlashes(pattern);
   if (trimmed.startsWith('/')) return [trimmed];
   if (trimmed === '~' || trimmed.startsWith('~/')) {
