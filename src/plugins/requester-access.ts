@@ -1,6 +1,6 @@
 import { readFileSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
-import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Peer, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
+import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Peer, type RequestContext, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
 import { ProcStatusReader } from './proc-status.js';
 
 /** Who asked, as the kernel would judge their access: ids and whether DAC binds them. */
@@ -39,6 +39,8 @@ interface RequestMemo {
   who?: Requester | null;
   searchable: Map<string, boolean>;
 }
+/** Where the memo lives in the request's context state. */
+const MEMO = Symbol('requester-access: request memo');
 
 /** A peer's ids and capabilities from /proc/PID/status (opened for this one call). */
 export function procRequester(peer: Peer): Requester | undefined {
@@ -114,7 +116,6 @@ export class RequesterAccessPlugin implements BrokerPlugin {
   readonly #sandboxRequester: () => Requester;
   readonly #stat: (file: string) => StatLike | undefined;
   readonly #statusFiles = new ProcStatusReader();
-  readonly #memos = new WeakMap<ResolvedRequest, RequestMemo>();
 
   constructor(options: RequesterAccessOptions = {}) {
     this.#peerRequester = options.peerRequester ?? ((peer) => this.#fromStatusFile(peer));
@@ -125,7 +126,7 @@ export class RequesterAccessPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
-    broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved) => this.#decide(target, resolved));
+    broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved, context) => this.#decide(target, resolved, context));
     broker.hooks.close.tap(this.name, () => this.#statusFiles.close());
   }
 
@@ -134,7 +135,7 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     return status === undefined ? undefined : requesterFromStatus(status, peer);
   }
 
-  #decide(target: ResolvedTarget, resolved: ResolvedRequest): Decision | undefined {
+  #decide(target: ResolvedTarget, resolved: ResolvedRequest, context: RequestContext): Decision | undefined {
     const { request } = resolved;
     // In-process calls are the owner's own, unless a socket client's announcement made them (it has a peer).
     if (request.origin === 'api' && !request.peer) return undefined;
@@ -148,7 +149,7 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     const brokerWrites = target.access !== 'read' && (request.action === 'host-op' || request.action === 'token');
     if (!brokerReads && !brokerWrites && request.operation !== 'link') return undefined;
     // The targets of one request (a rename's two names, say) share who asked and the directories above them.
-    const memo = this.#memoOf(resolved);
+    const memo = memoOf(context);
     if (memo.who === undefined) memo.who = (request.peer ? this.#peerRequester(request.peer) : this.#sandboxRequester()) ?? null;
     const who = memo.who;
     if (!who) return this.#deny('the requesting process is gone: its rights cannot be told');
@@ -202,16 +203,16 @@ export class RequesterAccessPlugin implements BrokerPlugin {
     }
   }
 
-  #memoOf(resolved: ResolvedRequest): RequestMemo {
-    let memo = this.#memos.get(resolved);
-    if (!memo) {
-      memo = { searchable: new Map() };
-      this.#memos.set(resolved, memo);
-    }
-    return memo;
-  }
-
   #deny(reason: string): Decision {
     return { verdict: 'deny', reason, source: this.name };
   }
+}
+
+function memoOf(context: RequestContext): RequestMemo {
+  let memo = context.state.get(MEMO) as RequestMemo | undefined;
+  if (!memo) {
+    memo = { searchable: new Map() };
+    context.state.set(MEMO, memo);
+  }
+  return memo;
 }
