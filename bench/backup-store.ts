@@ -10,11 +10,11 @@
  * store runs from `src/` (through tsx), so the numbers are those of the working tree.
  * Per backup the clock covers the whole `await store.backup(...)`: lstat, blob copy and
  * hash, fsyncs, journal/manifest write. fsyncs are counted by wrapping
- * `FileHandle.prototype.sync/datasync` (every fsync/fdatasync the store issues goes
- * through a FileHandle). The markdown goes to stdout, progress to stderr. Not a test:
+ * `FileHandle.prototype.sync/datasync` and `fs.fsync/fdatasync` (the store issues every
+ * fsync/fdatasync through one of them). The markdown goes to stdout, progress to stderr. Not a test:
  * no vitest, no thresholds.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import nodeFs, { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,7 +55,9 @@ interface SyncCounters {
 
 type SyncFn = (this: fs.FileHandle) => Promise<void>;
 
-/** Wrap FileHandle.prototype.sync/datasync once; returns the live counters. */
+type SyncFdFn = (fd: number, done: (error: NodeJS.ErrnoException | null) => void) => void;
+
+/** Wrap both doors the store syncs through (FileHandle and the callback API on a descriptor) once; returns the live counters. */
 async function countSyncs(scratch: string): Promise<SyncCounters> {
   const counters: SyncCounters = { sync: 0, datasync: 0 };
   const probe = await fs.open(scratch, 'w');
@@ -71,6 +73,15 @@ async function countSyncs(scratch: string): Promise<SyncCounters> {
     counters.datasync += 1;
     return datasync.call(this);
   };
+  const { fsync, fdatasync } = nodeFs;
+  nodeFs.fsync = ((fd, done) => {
+    counters.sync += 1;
+    fsync(fd, done);
+  }) as SyncFdFn as typeof nodeFs.fsync;
+  nodeFs.fdatasync = ((fd, done) => {
+    counters.datasync += 1;
+    fdatasync(fd, done);
+  }) as SyncFdFn as typeof nodeFs.fdatasync;
   return counters;
 }
 

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants as C, existsSync, lutimesSync, mkdirSync, renameSync, type BigIntStats } from 'node:fs';
+import { constants as C, existsSync, lutimesSync, renameSync, type BigIntStats } from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
@@ -7,6 +7,7 @@ import { blobRelativePath, sha256Schema, type StoreLayout } from './layout.js';
 import { SourceChanged, SourceTooLarge, pump, sameIdentity, streamCopy, unchanged } from './blob-copy.js';
 import { SMALL_FILE_BYTES, copySmallToTemp, smallBlobIsIntact } from './blob-small.js';
 import { SpareTemps } from './spare-temps.js';
+import { FanoutDirs } from './fanout-dirs.js';
 import {
   errorCode,
   fdatasyncFile,
@@ -15,7 +16,6 @@ import {
   fsyncFile,
   hashHandle,
   inBatches,
-  mkdirPrivate,
   openForSnapshot,
   removeQuietly,
   tempName,
@@ -34,6 +34,8 @@ export interface BlobStoreOptions {
   faults?: BlobFaults;
   /** Empty temp files kept ready for small backups (spare-temps.ts). Default SPARE_TEMPS; 0 turns it off. */
   spareTemps?: number;
+  /** Backups that make their own fan-out directory before the rest are made ahead (fanout-dirs.ts). */
+  prepareFanoutsAfter?: number;
 }
 
 /** Spares kept ready: enough for a burst of backups while the pool makes more. */
@@ -87,6 +89,7 @@ export class BlobStore {
   readonly #faults: BlobFaults | undefined;
   #reflink: boolean;
   readonly #spares: SpareTemps;
+  readonly #fanouts: FanoutDirs;
   /** Blobs written or reused without a sync since the last `syncPending` (durability 'turn'). */
   readonly #unsynced = new Set<string>();
 
@@ -95,11 +98,18 @@ export class BlobStore {
     this.#faults = options.faults;
     this.#reflink = options.reflink ?? true;
     this.#spares = new SpareTemps(layout.tmp, options.spareTemps ?? SPARE_TEMPS);
+    this.#fanouts = new FanoutDirs(layout.blobs, { prepareAfter: options.prepareFanoutsAfter });
   }
 
-  /** Remove the spare temp files this store made and make no more (it is closing). */
-  dropSpares(): void {
+  /** The store is closing: remove the spare temp files, make nothing more ahead, and wait for what is in flight. */
+  async close(): Promise<void> {
     this.#spares.drop();
+    await this.#fanouts.stop();
+  }
+
+  /** The fan-out directories (for tests and benchmarks). */
+  get fanouts(): FanoutDirs {
+    return this.#fanouts;
   }
 
   absolutePath(sha256: string): string {
@@ -206,11 +216,7 @@ export class BlobStore {
       await removeQuietly(tmp);
     } else {
       if (sync) await fsyncFile(tmp);
-      // Unsynced, a new fan-out directory is made durable with the blob (syncPending syncs blobs/).
-      if (sync) await mkdirPrivate(path.dirname(final));
-      else mkdirSync(path.dirname(final), { recursive: true, mode: 0o700 });
-      // Replaces a damaged blob of the same name too: the new one is verified.
-      renameSync(tmp, final);
+      await this.#nameBlob(tmp, final, sync);
     }
     if (!sync) {
       this.#unsynced.add(final);
@@ -222,6 +228,23 @@ export class BlobStore {
     if (deferDirSync) return { sha256, size, blob: relative, syncName: () => fsyncDir(dir) };
     await fsyncDir(dir);
     return { sha256, size, blob: relative };
+  }
+
+  /** Rename a verified temp to its blob name, in a fan-out directory made if need be. */
+  async #nameBlob(tmp: string, final: string, sync: boolean): Promise<void> {
+    const dir = path.dirname(final);
+    // Unsynced, a new fan-out directory is made durable with the blob (syncPending syncs blobs/).
+    await this.#fanouts.ensure(dir, sync);
+    try {
+      // Replaces a damaged blob of the same name too: the new one is verified.
+      renameSync(tmp, final);
+    } catch (error) {
+      // A directory known to exist can only be missing if someone removed it: make it again, once.
+      if (errorCode(error) !== 'ENOENT' || !existsSync(tmp)) throw error;
+      this.#fanouts.forget(dir);
+      await this.#fanouts.ensure(dir, sync);
+      renameSync(tmp, final);
+    }
   }
 
   /**

@@ -263,10 +263,11 @@ export class SessionBackupStore {
 
   /**
    * The broker is done with this store: remove the spare temp files kept for backups to
-   * come (they would otherwise wait an hour to go as stale). Backups still work after it.
+   * come (they would otherwise wait an hour to go as stale) and stop making fan-out
+   * directories ahead; resolves once nothing of that is in flight. Backups still work after it.
    */
-  close(): void {
-    this.blobs.dropSpares();
+  async close(): Promise<void> {
+    await this.blobs.close();
   }
 
   /** Whether this store holds an open (begun, not yet committed) turn of that id. */

@@ -17,7 +17,11 @@ export async function tempDir(prefix = 'bsh-backup-'): Promise<string> {
   return dir;
 }
 
+const opened: SessionBackupStore[] = [];
+
 afterEach(async () => {
+  // A store may still be making fan-out directories ahead (fanout-dirs.ts): close it first.
+  for (const store of opened.splice(0)) await store.close();
   while (made.length > 0) {
     const dir = made.pop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });
@@ -34,6 +38,7 @@ export async function fixture(options: Partial<OpenStoreOptions> = {}): Promise<
   const home = await tempDir('bsh-home-');
   const work = await tempDir('bsh-work-');
   const store = await SessionBackupStore.open({ home, sessionId: 'session-1', ...options });
+  opened.push(store);
   return { home, work, store };
 }
 

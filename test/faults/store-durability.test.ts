@@ -31,7 +31,10 @@ beforeAll(async () => {
 afterAll(() => restoreSyncs?.());
 
 let base: string | undefined;
+const opened: SessionBackupStore[] = [];
 afterEach(async () => {
+  // A store may still be making fan-out directories ahead (fanout-dirs.ts): close it first.
+  for (const store of opened.splice(0)) await store.close();
   if (base) await fs.rm(base, { recursive: true, force: true });
   base = undefined;
 });
@@ -47,8 +50,11 @@ async function world(count = FILES): Promise<{ home: string; files: string[] }> 
   return { home: path.join(base, 'home'), files };
 }
 
-const open = (home: string, durability?: 'each' | 'turn') =>
-  SessionBackupStore.open({ home, sessionId: SESSION, reflink: false, ...(durability ? { durability } : {}) });
+const open = async (home: string, durability?: 'each' | 'turn') => {
+  const store = await SessionBackupStore.open({ home, sessionId: SESSION, reflink: false, ...(durability ? { durability } : {}) });
+  opened.push(store);
+  return store;
+};
 
 const backUpAll = async (store: SessionBackupStore, files: string[]) => {
   for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });

@@ -137,7 +137,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
 
     broker.hooks.close.tapPromise(this.name, async () => {
       const store = await this.#store?.catch(() => undefined);
-      store?.close();
+      await store?.close();
     });
 
     broker.hooks.turnStarted.tapPromise(this.name, async (turn) => {
