@@ -457,6 +457,8 @@ describe('fsyncs per backup', () => {
     // durability 'turn', or its name left unsynced by a backup that failed; on disk already, they wait for nothing).
     expect(await syncsDuring(() => store.backup(same, { turnId, operation: 'open' }))).toEqual({ fsync: 1, fdatasync: 2 });
     for (let i = 0; i < 200; i++) await store.backup(await newFile(`n${i}`, `content ${i}`), { turnId, operation: 'open' });
+    // The fan-out directories made ahead meanwhile (fanout-dirs.ts) sync blobs/: let that finish first.
+    await store.blobs.fanouts.preparing;
     const late = await newFile('late', 'late content');
     expect(await syncsDuring(() => store.backup(late, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
     expect((await store.readTurn(turnId)).files).toHaveLength(203);
