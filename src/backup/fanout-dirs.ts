@@ -49,14 +49,14 @@ export class FanoutDirs {
    */
   async ensure(dir: string, sync: boolean): Promise<void> {
     if (this.#durable.has(dir)) return;
-    if (!sync) {
+    if (sync) {
+      await mkdirPrivate(dir);
+      // mkdirPrivate syncs only what it made itself; the preparation may have made it first.
+      if (this.#unsynced.has(dir)) await fsyncDir(this.#blobs);
+      this.#durable.add(dir);
+    } else {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      return;
     }
-    await mkdirPrivate(dir);
-    // mkdirPrivate syncs only what it made itself; the preparation may have made it first.
-    if (this.#unsynced.has(dir)) await fsyncDir(this.#blobs);
-    this.#durable.add(dir);
     this.#slowMakes += 1;
     if (this.#slowMakes === this.#prepareAfter) this.#startPreparing();
   }

@@ -141,6 +141,19 @@ describe('fan-out directories made ahead', () => {
     expect(nodeFs.existsSync(blobs)).toBe(false);
   });
 
+  it('unsynced makes (durability turn) leave blobs/ to the caller, and count towards preparing the rest', async () => {
+    const blobs = await blobsDir();
+    const watch = watchBlobSyncs(blobs);
+    const fanouts = new FanoutDirs(blobs, { prepareAfter: 2 });
+    await fanouts.ensure(path.join(blobs, '01'), false);
+    expect(watch.syncs).toBe(0);
+    expect(fanouts.preparing).toBeUndefined();
+    await fanouts.ensure(path.join(blobs, '02'), false);
+    await fanouts.preparing;
+    expect(await fanoutNames(blobs)).toEqual(ALL_NAMES);
+    expect(fanouts.prepared).toBe(true);
+  });
+
   it('never prepares with prepareAfter 0, and unsynced makes leave blobs/ to the caller', async () => {
     const blobs = await blobsDir();
     const watch = watchBlobSyncs(blobs);
