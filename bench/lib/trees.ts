@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 /** Deterministic words for generated files (no randomness between runs or machines). */
@@ -87,6 +87,12 @@ export function gitEnv(base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 /** A fresh repository over a generated tree, nothing added yet (done natively, untimed). */
 export function writeGitRepo(root: string, spec: TreeSpec, env: NodeJS.ProcessEnv): void {
   writeTree(root, spec);
+  initGitRepo(root, env);
+}
+
+/** Make `root` a fresh repository again, nothing added: any `.git` there before is removed, the files stay. */
+export function initGitRepo(root: string, env: NodeJS.ProcessEnv): void {
+  rmSync(path.join(root, '.git'), { recursive: true, force: true });
   const git = (...args: string[]) => execFileSync('git', args, { cwd: root, env, stdio: ['ignore', 'ignore', 'pipe'] });
   git('init', '-q');
   git('config', 'gc.auto', '0');
