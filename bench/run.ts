@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { commandEnv, revision, toolVersion } from './kernel-runtime.js';
 import { measureWorkload, type WorkloadResult } from './lib/compare.js';
 import { layerRows } from './lib/layers.js';
+import { RunBudget } from './lib/budget.js';
 import { MachineLoad } from './lib/machine-load.js';
 import { backupRows, pipelineRows, reflinkSupport, socketRows, type BackupRow, type MicroRow } from './lib/micro.js';
 import { DEFAULT_RUNNER_IDS, RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
@@ -28,6 +29,9 @@ import { WORKLOAD_IDS, defineWorkloads, type WorkloadSizes } from './lib/workloa
 
 const MICRO_IDS = ['socket', 'pipeline', 'backup', 'layers'] as const;
 
+/** Seconds kept for the microbenchmarks, which run after the workloads (60–70 s on the slowest machine seen). */
+const MICRO_RESERVE_S = 90;
+
 export interface BenchOptions extends WorkloadSizes {
   scale: number;
   only: Set<string>;
@@ -37,6 +41,8 @@ export interface BenchOptions extends WorkloadSizes {
   backupMiB: number;
   /** Creates per run of the layers row. */
   layerCreates: number;
+  /** Seconds the whole run should take at most; heavy workloads drop measured runs to keep to it (lib/budget.ts). */
+  budgetS: number;
   out: string;
 }
 
@@ -47,6 +53,8 @@ const USAGE = `usage: npm run bench [-- options]   (each option also from the en
   --warmup N         warm-up runs per runner (BENCH_WARMUP, 1; the heavy workloads share one)
   --startup-runs N   runs per runner, library-level startup (BENCH_STARTUP_RUNS, 20)
   --cli-runs N       runs per runner, whole-CLI startup (BENCH_CLI_RUNS, 5)
+  --budget S         seconds for the whole run (BENCH_BUDGET, 540): on a slow disk the heavy
+                     workloads share what is left and drop measured runs, down to 2 each
   --only LIST        workloads and microbenchmarks to run (BENCH_ONLY, all):
                      ${[...WORKLOAD_IDS, ...MICRO_IDS].join(',')}
   --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn); native is always kept as the reference
@@ -72,7 +80,7 @@ function list(name: string, value: string | undefined, allowed: readonly string[
 }
 
 export function parseBenchOptions(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchOptions | undefined {
-  const names = ['scale', 'runs', 'heavy-runs', 'warmup', 'startup-runs', 'cli-runs', 'only', 'runners', 'out'] as const;
+  const names = ['scale', 'runs', 'heavy-runs', 'warmup', 'startup-runs', 'cli-runs', 'budget', 'only', 'runners', 'out'] as const;
   const { values } = parseArgs({
     args: argv,
     options: { ...Object.fromEntries(names.map((n) => [n, { type: 'string' as const }])), help: { type: 'boolean', short: 'h' } },
@@ -94,6 +102,7 @@ export function parseBenchOptions(argv: string[], env: NodeJS.ProcessEnv = proce
     warmup: number('--warmup', get('warmup'), 1, 0),
     startupRuns: number('--startup-runs', get('startup-runs'), 20, 1),
     cliRuns: number('--cli-runs', get('cli-runs'), 5, 1),
+    budgetS: number('--budget', get('budget'), 540, 1),
     only: new Set(list('--only', get('only'), [...WORKLOAD_IDS, ...MICRO_IDS]) ?? [...WORKLOAD_IDS, ...MICRO_IDS]),
     // native first: every ratio is to it.
     runners: RUNNER_IDS.filter((id) => id === 'native' || runners.includes(id)),
@@ -166,11 +175,17 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
           workload.warmup = heavyWarmup;
           heavyWarmup = 0;
         }
+        const budget = new RunBudget(started, options.budgetS, MICRO_IDS.some((id) => options.only.has(id)) ? MICRO_RESERVE_S : 0);
+        let heavyLeft = workloads.filter((w) => w.heavy).length;
         for (const workload of workloads) {
           const t0 = Date.now();
           log(`${workload.id}: ${workload.warmup} warm-up + ${workload.runs} runs per runner`);
-          const result: WorkloadResult = await measureWorkload(workload, slots, log);
+          const limit = workload.heavy ? { deadlineMs: budget.deadlineFor(heavyLeft--, t0), minRuns: Math.min(2, workload.runs) } : undefined;
+          const result: WorkloadResult = await measureWorkload(workload, slots, log, limit);
           report.workloads.push(result);
+          if (result.trimmed) {
+            report.notes.push(`${workload.id}: ${result.trimmed.done} of ${result.trimmed.planned} measured runs per runner, to keep the whole run within ${options.budgetS} s (--budget)`);
+          }
           const medians = result.runners.map((r) => `${r.runner} ${r.error ? 'failed' : `${r.medianMs.toFixed(1)} ms`}`).join(', ');
           log(`  ${medians} [${((Date.now() - t0) / 1000).toFixed(1)} s]`);
         }

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { firstLine, type RunResult, type RunnerId, type RunnerSlot } from './runners.js';
 import { quantileSorted } from './stats.js';
+import { startNextRound, type RoundLimit } from './budget.js';
 import type { Target, Workload } from './workloads.js';
 
 /** One runner on one workload: its measured runs, or why it could not do the workload. */
@@ -29,10 +30,17 @@ export interface WorkloadResult {
   via: 'library' | 'cli';
   target?: Target;
   runners: RunnerResult[];
+  /** Set when the time budget ended the measured rounds early (budget.ts). */
+  trimmed?: { planned: number; done: number };
 }
 
+/** The median; with an even count the mean of the middle two (a budget-trimmed workload may have two runs). */
 export function median(values: readonly number[]): number {
-  return quantileSorted(Float64Array.from(values).sort(), 0.5);
+  const sorted = Float64Array.from(values).sort();
+  const n = sorted.length;
+  if (n === 0) return Number.NaN;
+  const upper = sorted[n >> 1] as number;
+  return n % 2 === 1 ? upper : ((sorted[(n >> 1) - 1] as number) + upper) / 2;
 }
 
 /** Why a run did not count: a non-zero exit (the last lines of stderr), or a failed check. */
@@ -45,9 +53,15 @@ function failure(result: RunResult): string | undefined {
 /**
  * Run one workload on every runner: warm-ups (not recorded), then the measured runs with
  * the runners' order rotated each round so slow drifts (page cache, other load) hit all
- * alike. A runner that fails a run is dropped from the workload with the reason.
+ * alike. A runner that fails a run is dropped from the workload with the reason. With a
+ * `limit`, measured rounds stop once the next would end after its deadline (budget.ts).
  */
-export async function measureWorkload(workload: Workload, slots: readonly RunnerSlot[], log: (line: string) => void): Promise<WorkloadResult> {
+export async function measureWorkload(
+  workload: Workload,
+  slots: readonly RunnerSlot[],
+  log: (line: string) => void,
+  limit?: RoundLimit,
+): Promise<WorkloadResult> {
   const runs = new Map<RunnerId, RunResult[]>();
   const errors = new Map<RunnerId, string>();
   for (const slot of slots) {
@@ -55,8 +69,12 @@ export async function measureWorkload(workload: Workload, slots: readonly Runner
     if ('unavailable' in slot) errors.set(slot.id, `unavailable: ${slot.unavailable}`);
   }
   let expectBytes: number | undefined;
+  let measured = 0;
+  let lastRoundMs = 0;
   for (let i = 0; i < workload.warmup + workload.runs; i += 1) {
     const warm = i < workload.warmup;
+    if (!warm && !startNextRound(measured, workload.runs, Date.now(), lastRoundMs, limit)) break;
+    const roundStarted = Date.now();
     const order = slots.map((_, k) => slots[(k + i) % slots.length] as RunnerSlot);
     for (const slot of order) {
       if (!('runner' in slot) || errors.has(slot.id)) continue;
@@ -82,6 +100,8 @@ export async function measureWorkload(workload: Workload, slots: readonly Runner
       }
       if (!warm) runs.get(slot.id)?.push(result);
     }
+    lastRoundMs = Date.now() - roundStarted;
+    if (!warm) measured += 1;
   }
   const nativeRuns = runs.get('native') ?? [];
   const nativeMedian = nativeRuns.length > 0 && !errors.has('native') ? median(nativeRuns.map((r) => r.wallMs)) : undefined;
@@ -96,7 +116,7 @@ export async function measureWorkload(workload: Workload, slots: readonly Runner
       runner: slot.id,
       runsMs: list.map((r) => r.wallMs),
       minMs: quantileSorted(sorted, 0),
-      medianMs: quantileSorted(sorted, 0.5),
+      medianMs: median(list.map((r) => r.wallMs)),
       maxMs: quantileSorted(sorted, 1),
     };
     const pick = (key: 'requests' | 'backups' | 'wrapMs') => {
@@ -114,5 +134,13 @@ export async function measureWorkload(workload: Workload, slots: readonly Runner
     }
     return result;
   });
-  return { id: workload.id, label: workload.label, command: workload.command, via: workload.via, ...(workload.target ? { target: workload.target } : {}), runners: results };
+  return {
+    id: workload.id,
+    label: workload.label,
+    command: workload.command,
+    via: workload.via,
+    ...(workload.target ? { target: workload.target } : {}),
+    runners: results,
+    ...(measured < workload.runs ? { trimmed: { planned: workload.runs, done: measured } } : {}),
+  };
 }
