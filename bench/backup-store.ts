@@ -9,13 +9,11 @@
  * Each size is its own fresh store and turn in `os.tmpdir()` (removed afterwards). The
  * store runs from `src/` (through tsx), so the numbers are those of the working tree.
  * Per backup the clock covers the whole `await store.backup(...)`: lstat, blob copy and
- * hash, fsyncs, journal/manifest write. fsyncs are counted by wrapping
- * `FileHandle.prototype.sync/datasync` and `fs.fsync/fdatasync` (the store issues every
- * fsync/fdatasync through one of them). The markdown goes to stdout, progress to stderr. Not a test:
+ * hash, fsyncs, journal/manifest write. fsyncs are counted by lib/sync-counter.ts (both
+ * doors the store syncs through). The markdown goes to stdout, progress to stderr. Not a test:
  * no vitest, no thresholds.
  */
-import nodeFs, { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +21,7 @@ import { parseArgs } from 'node:util';
 import { SessionBackupStore } from '../src/backup/session-store.js';
 import { durabilitySchema, type Durability } from '../src/backup/settings.js';
 import { benchTempDir } from './lib/serve.js';
+import { countSyncs, type SyncCounts } from './lib/sync-counter.js';
 import { p50ByBucket, summarizeNs, type LatencySummary } from './lib/stats.js';
 import { formatMicros, formatNumber, markdownTable } from './lib/table.js';
 
@@ -48,43 +47,6 @@ export interface SizeResult {
   entries: number;
 }
 
-interface SyncCounters {
-  sync: number;
-  datasync: number;
-}
-
-type SyncFn = (this: fs.FileHandle) => Promise<void>;
-
-type SyncFdFn = (fd: number, done: (error: NodeJS.ErrnoException | null) => void) => void;
-
-/** Wrap both doors the store syncs through (FileHandle and the callback API on a descriptor) once; returns the live counters. */
-async function countSyncs(scratch: string): Promise<SyncCounters> {
-  const counters: SyncCounters = { sync: 0, datasync: 0 };
-  const probe = await fs.open(scratch, 'w');
-  const proto = Object.getPrototypeOf(probe) as { sync: SyncFn; datasync: SyncFn };
-  await probe.close();
-  const sync = proto.sync;
-  const datasync = proto.datasync;
-  proto.sync = function (this: fs.FileHandle) {
-    counters.sync += 1;
-    return sync.call(this);
-  };
-  proto.datasync = function (this: fs.FileHandle) {
-    counters.datasync += 1;
-    return datasync.call(this);
-  };
-  const { fsync, fdatasync } = nodeFs;
-  nodeFs.fsync = ((fd, done) => {
-    counters.sync += 1;
-    fsync(fd, done);
-  }) as SyncFdFn as typeof nodeFs.fsync;
-  nodeFs.fdatasync = ((fd, done) => {
-    counters.datasync += 1;
-    fdatasync(fd, done);
-  }) as SyncFdFn as typeof nodeFs.fdatasync;
-  return counters;
-}
-
 function makeFiles(dir: string, count: number, bytes: number): string[] {
   mkdirSync(dir, { recursive: true });
   const content = Buffer.alloc(bytes, 'x');
@@ -101,7 +63,7 @@ function makeFiles(dir: string, count: number, bytes: number): string[] {
   return files;
 }
 
-async function runSize(files: number, options: BackupStoreBenchOptions, counters: SyncCounters): Promise<SizeResult> {
+async function runSize(files: number, options: BackupStoreBenchOptions, counters: SyncCounts): Promise<SizeResult> {
   const base = benchTempDir('bsh-bench-store-');
   try {
     const paths = makeFiles(path.join(base, 'work'), files, options.fileBytes);
@@ -119,8 +81,8 @@ async function runSize(files: number, options: BackupStoreBenchOptions, counters
       if ((i + 1) % 500 === 0) process.stderr.write(`  ${files} files: ${i + 1} backed up\n`);
     }
     const backedUp = process.hrtime.bigint();
-    const fsyncs = counters.sync - before.sync;
-    const fdatasyncs = counters.datasync - before.datasync;
+    const fsyncs = counters.fsync - before.fsync;
+    const fdatasyncs = counters.fdatasync - before.fdatasync;
     const manifest = await store.commitTurn(turnId, 'bench');
     const committed = process.hrtime.bigint();
     const growth = p50ByBucket(samples, options.slices);
@@ -141,17 +103,16 @@ async function runSize(files: number, options: BackupStoreBenchOptions, counters
 }
 
 export async function runBackupStoreBench(options: BackupStoreBenchOptions): Promise<SizeResult[]> {
-  const scratch = benchTempDir('bsh-bench-probe-');
+  const { counts, stop } = await countSyncs();
   try {
-    const counters = await countSyncs(path.join(scratch, 'probe'));
     const out: SizeResult[] = [];
     for (const size of options.sizes) {
       process.stderr.write(`${options.label}: ${size} files of ${options.fileBytes} B in one turn\n`);
-      out.push(await runSize(size, options, counters));
+      out.push(await runSize(size, options, counts));
     }
     return out;
   } finally {
-    rmSync(scratch, { recursive: true, force: true });
+    stop();
   }
 }
 

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { countSyncs, type SyncCounts } from '../helpers/sync-counter.js';
+import { countSyncs, type SyncCounts } from '../../bench/lib/sync-counter.js';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { BackupHome } from '../../src/backup/backup-home.js';
 import { parseJournal } from '../../src/backup/journal.js';

@@ -14,7 +14,7 @@ import { BackupHome } from '../../src/backup/index.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { sha256 } from './fault-helpers.js';
-import { countSyncs, type SyncCounts } from '../helpers/sync-counter.js';
+import { countSyncs, type SyncCounts } from '../../bench/lib/sync-counter.js';
 
 const SESSION = 'durability';
 const TURN = '20261130-000000-d0d0d0';
