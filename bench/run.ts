@@ -24,6 +24,7 @@ import { backupRows, pipelineRows, reflinkSupport, socketRows, type BackupRow, t
 import { DEFAULT_RUNNER_IDS, RUNNER_IDS, openRunners, srtConfig, type RunnerId } from './lib/runners.js';
 import { loadProduct } from './lib/sandbox-runner.js';
 import { REPO_ROOT, benchTempDir, bundleCli } from './lib/serve.js';
+import { RunPlacement } from './lib/spread-dirs.js';
 import { renderBenchReport, type BenchReport } from './lib/summary.js';
 import { WORKLOAD_IDS, defineWorkloads, type WorkloadSizes } from './lib/workloads.js';
 
@@ -147,6 +148,9 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
   if (!existsSync(path.join(REPO_ROOT, 'dist', 'cli', 'main.js'))) throw new Error('dist/ is missing: build first (`npm run build`)');
   bundleCli(log);
   const base = benchTempDir('bsh-bench-run-');
+  // The backup home, the scratch dirs and the trees each in a block-group cluster of its own (spread-dirs.ts).
+  const placement = new RunPlacement();
+  placement.spread(base);
   for (const dir of ['home', 'xdg', 'scratch', 'ws']) mkdirSync(path.join(base, dir), { recursive: true });
   const env = commandEnv(base);
   const workspace = path.join(base, 'ws');
@@ -163,7 +167,7 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
     elapsedS: 0,
   };
   try {
-    const workloads = defineWorkloads(workspace, options, env, log).filter((w) => options.only.has(w.id));
+    const workloads = defineWorkloads(workspace, options, env, placement, log).filter((w) => options.only.has(w.id));
     if (workloads.length > 0) {
       const slots = await openRunners(options.runners, { env, workspace, home: path.join(base, 'home'), srtSettings });
       for (const slot of slots) if ('unavailable' in slot) report.notes.push(`${slot.id} cannot run here: ${slot.unavailable}`);
@@ -214,6 +218,7 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
   } finally {
     rmSync(base, { recursive: true, force: true });
   }
+  report.environment.placement = placement.describe();
   report.elapsedS = (Date.now() - started) / 1000;
   report.environment.otherLoad = `${(load.othersShare(os.cpus().length) * 100).toFixed(0)} %`;
   report.environment.loadavg += ` at the start, ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end`;

@@ -5,8 +5,9 @@
 # bubblewrap, socat, ripgrep: what @anthropic-ai/sandbox-runtime (srt), the peer in
 # `npm run bench`, needs.
 # clang, libclang-rt-dev: libFuzzer for the native fuzz targets (bench/fuzz/run.sh).
+# e2fsprogs: chattr/lsattr, with which the bench spreads its runs' directories (bench/lib/spread-dirs.ts).
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev)
+packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev e2fsprogs)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

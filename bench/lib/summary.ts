@@ -121,6 +121,7 @@ export function renderBenchReport(report: BenchReport): string {
       `Node ${env.node}, ${env.cpus} × ${env.cpu}, Linux ${env.kernel}, ${env.fs} temp dir (${env.reflink}); product ${env.revision}.`,
       `Load: other processes used ${env.otherLoad} of the machine's CPU time during the run (load average ${env.loadavg}). Run time ${formatNumber(report.elapsedS, 0)} s.`,
       `Runs per runner: ${String(report.options.runs)} (read), ${String(report.options.heavyRuns)} (sed/create/git/tar), ${String(report.options.startupRuns)} (startup, library), ${String(report.options.cliRuns)} (startup, CLI), after ${String(report.options.warmup)} warm-up run(s); scale ${String(report.options.scale)}. Times are wall-clock, min / median / max; × native and extra compare medians.`,
+      ...(env.placement ? [`Trees: ${env.placement}.`] : []),
     ].join('\n'),
   ];
   if (report.workloads.length > 0) parts.push('### Workloads', workloadTable(report.workloads));

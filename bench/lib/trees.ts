@@ -90,11 +90,15 @@ export function writeGitRepo(root: string, spec: TreeSpec, env: NodeJS.ProcessEn
   initGitRepo(root, env);
 }
 
-/** Make `root` a fresh repository again, nothing added: any `.git` there before is removed, the files stay. */
-export function initGitRepo(root: string, env: NodeJS.ProcessEnv): void {
+/**
+ * Make `root` a fresh repository again, nothing added: any `.git` there before is removed, the
+ * files stay. With `gitDir` (an empty directory) the repository lives there and `root/.git`
+ * only points to it.
+ */
+export function initGitRepo(root: string, env: NodeJS.ProcessEnv, gitDir?: string): void {
   rmSync(path.join(root, '.git'), { recursive: true, force: true });
   const git = (...args: string[]) => execFileSync('git', args, { cwd: root, env, stdio: ['ignore', 'ignore', 'pipe'] });
-  git('init', '-q');
+  git('init', '-q', ...(gitDir === undefined ? [] : ['--separate-git-dir', gitDir]));
   git('config', 'gc.auto', '0');
   git('config', 'maintenance.auto', 'false');
 }

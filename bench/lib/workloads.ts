@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { formatNumber } from './table.js';
+import type { RunPlacement } from './spread-dirs.js';
 import { initGitRepo, textOf, writeTree } from './trees.js';
 
 /** A target a runner's result is judged against: its median ÷ native's, or its median − native's in ms. */
@@ -24,7 +25,7 @@ export interface Workload {
   target?: Target;
   /** Untimed, before each run of each runner: the run's working directory. */
   prepare(tag: string): string;
-  /** Untimed, after a successful exit: throws when the command did not do its work; cleans up. */
+  /** Untimed, after a successful exit: throws when the command did not do its work. Removes nothing (see spread-dirs.ts). */
   check?(cwd: string): void;
   /** Every runner must print the same number of bytes (the read cases). */
   sameStdout?: boolean;
@@ -68,17 +69,20 @@ function countFiles(dir: string): number {
   return readdirSync(dir, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile()).length;
 }
 
-/** The workloads in run order; trees live in `ws` (every runner's writable root). */
-export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.ProcessEnv, log: (line: string) => void): Workload[] {
+/**
+ * The workloads in run order; trees live in `ws` (every runner's writable root). Each run
+ * gets a directory of its own, placed by `placement`, and what a run wrote stays until the
+ * whole bench ends: removing it would slow the next run's file creations (spread-dirs.ts).
+ */
+export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.ProcessEnv, placement: RunPlacement, log: (line: string) => void): Workload[] {
   const light = { runs: sizes.runs, warmup: sizes.warmup, heavy: false };
   const heavy = { runs: sizes.heavyRuns, warmup: sizes.warmup, heavy: true };
   const fresh = (group: string, tag: string) => {
-    const dir = path.join(ws, group, tag);
+    const dir = path.join(placement.spread(path.join(ws, group)), tag);
     rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir);
     return dir;
   };
-  const remove = (dir: string) => rmSync(dir, { recursive: true, force: true });
   const once = <T>(make: () => T) => {
     let made: { value: T } | undefined;
     return () => (made ??= { value: make() }).value;
@@ -99,7 +103,8 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
     return { archive, expected: readFileSync(path.join(src, 'd000', 'f00000.txt'), 'utf8') };
   });
   // git: one tree for every run, a fresh repository over it each time (writing and removing
-  // 5,000 files per run took longer than the runs themselves on a slow disk).
+  // 5,000 files per run took longer than the runs themselves on a slow disk), kept in a
+  // directory of its own so no run writes objects where another removed a repository.
   const gitTree = once(() => {
     const dir = fresh('git', 'tree');
     writeTree(dir, { files: sizes.gitFiles, perDir: 100, bytes: 1024, tag: 'git' });
@@ -171,7 +176,6 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
           .map((line) => line.replace('a', 'b'))
           .join('\n');
         if (readFileSync(path.join(cwd, 'f00000.txt'), 'utf8') !== expected) throw new Error('sed did not change f00000.txt as expected');
-        remove(cwd);
       },
     },
     {
@@ -185,7 +189,6 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
       check: (cwd) => {
         const count = countFiles(cwd);
         if (count !== createFiles) throw new Error(`expected ${createFiles} files, found ${count}`);
-        remove(cwd);
       },
     },
     {
@@ -195,9 +198,9 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
       via: 'library',
       ...heavy,
       target: { kind: 'ratio', max: 1.5 },
-      prepare: () => {
+      prepare: (tag) => {
         const dir = gitTree();
-        initGitRepo(dir, env);
+        initGitRepo(dir, env, fresh('git-dirs', tag));
         return dir;
       },
       check: (cwd) => {
@@ -213,14 +216,12 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
       ...heavy,
       prepare: (tag) => {
         tarArchive();
-        const dir = path.join(ws, 'tar', `x-${tag}`);
-        remove(dir);
+        const dir = fresh('tar', `x-${tag}`);
         writeTree(dir, { files: sizes.tarFiles, perDir: 100, bytes: 1024, tag: `tar-${tag}` });
         return dir;
       },
       check: (cwd) => {
         if (readFileSync(path.join(cwd, 'd000', 'f00000.txt'), 'utf8') !== tarArchive().expected) throw new Error('tar did not replace d000/f00000.txt');
-        remove(cwd);
       },
     },
   ];
