@@ -30,6 +30,7 @@ import { kernelShare, perfAvailable, perfLauncherWrapper, perfRecordArgs } from 
 import type { RequestSnapshot } from './lib/request-counter.js';
 import { SandboxRunner, answerAtOnce, loadProduct, type BrokeredRun } from './lib/sandbox-runner.js';
 import { CLI, REPO_ROOT, benchTempDir, bundleCli } from './lib/serve.js';
+import { RunPlacement } from './lib/spread-dirs.js';
 import { quantileSorted } from './lib/stats.js';
 import { parseStraceSummary, straceAvailable, straceLauncherWrapper, straceThisProcess, type SyscallRow } from './lib/strace.js';
 import {
@@ -135,14 +136,15 @@ function countFiles(dir: string): number {
 }
 
 /** The cases, in the order they run. Each `prepare` makes what its command needs, untimed. */
-function defineCases(base: string, options: KernelRuntimeOptions, env: NodeJS.ProcessEnv, python: string | undefined): CaseDef[] {
+function defineCases(base: string, options: KernelRuntimeOptions, env: NodeJS.ProcessEnv, python: string | undefined, placement: RunPlacement): CaseDef[] {
   const ws = path.join(base, 'ws');
   const light = { runs: options.runs, warmup: options.warmup };
   const heavy = { runs: options.heavyRuns, warmup: options.warmup, heavy: true };
+  // Each run in a directory of its own, kept until the end: see lib/spread-dirs.ts.
   const fresh = (group: string) => (tag: string) => {
-    const dir = path.join(ws, group, tag);
+    const dir = path.join(placement.spread(path.join(ws, group)), tag);
     rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(dir);
     return dir;
   };
   const startupDir = () => {
@@ -150,7 +152,6 @@ function defineCases(base: string, options: KernelRuntimeOptions, env: NodeJS.Pr
     mkdirSync(dir, { recursive: true });
     return dir;
   };
-  const removeAfter = (cwd: string) => rmSync(cwd, { recursive: true, force: true });
 
   // The read tree is made once and only read: 100 files per directory, ~1 KiB each, the needle in 1 %.
   const readRoot = path.join(ws, 'read-tree');
@@ -180,13 +181,11 @@ function defineCases(base: string, options: KernelRuntimeOptions, env: NodeJS.Pr
       .join('\n');
     const actual = readFileSync(path.join(cwd, name), 'utf8');
     if (actual !== expected) throw new Error(`sed did not change ${name} in ${cwd} as expected`);
-    removeAfter(cwd);
   };
 
   const createAfter = (cwd: string) => {
     const count = countFiles(cwd);
     if (count !== options.createFiles) throw new Error(`expected ${options.createFiles} files in ${cwd}, found ${count}`);
-    removeAfter(cwd);
   };
 
   const cases: CaseDef[] = [
@@ -299,7 +298,6 @@ for i in range(${options.createFiles}):
       after: (cwd) => {
         const listed = execFileSync('git', ['ls-files', '-z'], { cwd, env, encoding: 'utf8', maxBuffer: 64 << 20 }).split('\0').filter(Boolean).length;
         if (listed !== options.gitFiles) throw new Error(`git committed ${listed} files, expected ${options.gitFiles}`);
-        removeAfter(cwd);
       },
     });
   }
@@ -612,6 +610,8 @@ export async function runKernelRuntime(options: KernelRuntimeOptions): Promise<K
   }
   const base = benchTempDir('bsh-kernel-');
   const env = commandEnv(base);
+  const placement = new RunPlacement();
+  placement.spread(base);
   for (const dir of ['home', 'xdg', 'scratch', 'ws', 'prof']) mkdirSync(path.join(base, dir), { recursive: true });
   let python: string | undefined;
   try {
@@ -663,7 +663,7 @@ export async function runKernelRuntime(options: KernelRuntimeOptions): Promise<K
   const runner = new SandboxRunner(await loadProduct(REPO_ROOT), { launcher, env, writableRoots: [path.join(base, 'ws'), path.join(base, 'scratch')], scratch: path.join(base, 'scratch') });
   const ctx: Context = { runner, launcher, env, options };
   try {
-    const cases = defineCases(base, options, env, python).filter((c) => !options.only || options.only.test(c.id));
+    const cases = defineCases(base, options, env, python, placement).filter((c) => !options.only || options.only.test(c.id));
     const byId = new Map(cases.map((c) => [c.id, c]));
     // One warm-up for all the heavy cases: each brokered run takes seconds, and after the first the broker is warm.
     let heavyWarmup = options.warmup;
@@ -699,6 +699,7 @@ export async function runKernelRuntime(options: KernelRuntimeOptions): Promise<K
     rmSync(base, { recursive: true, force: true });
   }
   report.elapsedS = (Date.now() - started) / 1000;
+  report.environment.placement = placement.describe();
   report.environment.otherLoad = `${(load.othersShare(cpus.length) * 100).toFixed(0)} %`;
   report.environment.loadavg += ` at the start, ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end`;
   return report;

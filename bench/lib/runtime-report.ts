@@ -132,7 +132,7 @@ export interface ProfileReport {
 export interface KernelRuntimeReport {
   date: string;
   options: Omit<KernelRuntimeOptions, 'log' | 'only' | 'profileOnly'> & { only?: string; profileOnly?: string };
-  environment: { revision: string; loadavg: string; otherLoad?: string; node: string; cpus: number; cpu: string; kernel: string; fs: string; bash: string; grep: string; sed: string; git: string; python?: string };
+  environment: { revision: string; loadavg: string; otherLoad?: string; node: string; cpus: number; cpu: string; kernel: string; fs: string; bash: string; grep: string; sed: string; git: string; python?: string; placement?: string };
   results: CaseResult[];
   profiles: ProfileReport[];
   elapsedS: number;
@@ -351,7 +351,7 @@ export function renderReport(report: KernelRuntimeReport): string {
     `## Kernel runtime, brokered vs native (${report.date.slice(0, 10)})`,
     `Product ${env.revision} (dist/ and build/ as built at the time). Node ${env.node}, ${env.cpus} × ${env.cpu}, Linux ${env.kernel}, ${env.fs} temp dir; ${env.bash ? `bash ${env.bash}` : 'bash'}, ${env.grep}, ${env.sed}, ${env.git}${env.python ? `, ${env.python}` : ''}. ` +
       `Load average ${env.loadavg}; other processes used ${env.otherLoad ?? '?'} of the machine's CPU time during the run. ` +
-      `${o.runs} runs per side (sed, create, git: ${o.heavyRuns}) after ${o.warmup} unrecorded warm-up run per side (startup: at least 3 library, 2 CLI; the sed, create and git cases share one, taken by the first of them); startup runs: ${o.startupRuns} library, ${o.cliRuns} CLI; read tree ${formatNumber(o.readFiles)} files, sed ${formatNumber(o.sedFiles)}, create ${formatNumber(o.createFiles)}, git ${formatNumber(o.gitFiles)}. Total ${report.elapsedS.toFixed(0)} s.`,
+      `${o.runs} runs per side (sed, create, git: ${o.heavyRuns}) after ${o.warmup} unrecorded warm-up run per side (startup: at least 3 library, 2 CLI; the sed, create and git cases share one, taken by the first of them); startup runs: ${o.startupRuns} library, ${o.cliRuns} CLI; read tree ${formatNumber(o.readFiles)} files, sed ${formatNumber(o.sedFiles)}, create ${formatNumber(o.createFiles)}, git ${formatNumber(o.gitFiles)}. Total ${report.elapsedS.toFixed(0)} s.${env.placement ? ` Trees: ${env.placement}.` : ''}`,
     resultsTable(report.results),
     'Broker side of the library-level runs (medians per run; handler = request decoded → answer ready, inside this process):',
     detailTable(report.results),
