@@ -141,12 +141,7 @@ function defineCases(base: string, options: KernelRuntimeOptions, env: NodeJS.Pr
   const light = { runs: options.runs, warmup: options.warmup };
   const heavy = { runs: options.heavyRuns, warmup: options.warmup, heavy: true };
   // Each run in a directory of its own, kept until the end: see lib/spread-dirs.ts.
-  const fresh = (group: string) => (tag: string) => {
-    const dir = path.join(placement.spread(path.join(ws, group)), tag);
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir);
-    return dir;
-  };
+  const fresh = (group: string) => (tag: string) => placement.runDir(path.join(ws, group), tag);
   const startupDir = () => {
     const dir = path.join(ws, 'startup');
     mkdirSync(dir, { recursive: true });

@@ -13,7 +13,7 @@
 import { parseArgs } from 'node:util';
 import type { Broker, BrokerPlugin } from '../src/index.js';
 import { positiveInt } from './lib/cli-options.js';
-import { median } from './lib/compare.js';
+import { median } from './lib/stats.js';
 import { brokeredCreates, createPlace } from './lib/layers.js';
 import { SandboxRunner, loadProduct, type Product } from './lib/sandbox-runner.js';
 import { REPO_ROOT } from './lib/serve.js';

@@ -23,11 +23,6 @@ export class RunBudget {
   }
 }
 
-/** Whether one more round, expected to take as long as the last one, ends by `deadlineMs`. */
-export function roundFits(nowMs: number, lastRoundMs: number, deadlineMs: number): boolean {
-  return nowMs + lastRoundMs <= deadlineMs;
-}
-
 /** How a workload's measured rounds are bounded: none by default. */
 export interface RoundLimit {
   deadlineMs: number;
@@ -42,5 +37,6 @@ export interface RoundLimit {
 export function startNextRound(done: number, planned: number, nowMs: number, lastRoundMs: number, limit?: RoundLimit): boolean {
   if (done >= planned) return false;
   if (!limit || done < limit.minRuns) return true;
-  return roundFits(nowMs, lastRoundMs, limit.deadlineMs);
+  // The next round is expected to take as long as the last one.
+  return nowMs + lastRoundMs <= limit.deadlineMs;
 }

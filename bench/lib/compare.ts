@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { firstLine, type RunResult, type RunnerId, type RunnerSlot } from './runners.js';
-import { quantileSorted } from './stats.js';
+import { median, medianSorted, quantileSorted } from './stats.js';
 import { startNextRound, type RoundLimit } from './budget.js';
 import type { Target, Workload } from './workloads.js';
 
@@ -34,14 +34,6 @@ export interface WorkloadResult {
   trimmed?: { planned: number; done: number };
 }
 
-/** The median; with an even count the mean of the middle two (a budget-trimmed workload may have two runs). */
-export function median(values: readonly number[]): number {
-  const sorted = Float64Array.from(values).sort();
-  const n = sorted.length;
-  if (n === 0) return Number.NaN;
-  const upper = sorted[n >> 1] as number;
-  return n % 2 === 1 ? upper : ((sorted[(n >> 1) - 1] as number) + upper) / 2;
-}
 
 /** Why a run did not count: a non-zero exit (the last lines of stderr), or a failed check. */
 function failure(result: RunResult): string | undefined {
@@ -116,7 +108,7 @@ export async function measureWorkload(
       runner: slot.id,
       runsMs: list.map((r) => r.wallMs),
       minMs: quantileSorted(sorted, 0),
-      medianMs: median(list.map((r) => r.wallMs)),
+      medianMs: medianSorted(sorted),
       maxMs: quantileSorted(sorted, 1),
     };
     const pick = (key: 'requests' | 'backups' | 'wrapMs') => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { REPO_ROOT, benchTempDir } from './serve.js';
 import type { KernelHandler } from './request-counter.js';
 import { SandboxRunner, answerAtOnce, type Product } from './sandbox-runner.js';
-import { median } from './compare.js';
+import { median } from './stats.js';
 
 /**
  * Where one create's time goes, layer by layer: the same C loop of exclusive creates run

@@ -5,8 +5,7 @@ import type { KernelRequest } from '../../src/sandbox/protocol.js';
 import { SOCKET_WARMUP, runSocketRoundtrip } from '../socket-roundtrip.js';
 import type { Product } from './sandbox-runner.js';
 import { benchTempDir } from './serve.js';
-import { ratePerSecond, summarizeNs } from './stats.js';
-import { median } from './compare.js';
+import { median, ratePerSecond, summarizeNs } from './stats.js';
 
 /** One in-process or socket micro-benchmark row: per-request latency and rate. */
 export interface MicroRow {

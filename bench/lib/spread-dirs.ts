@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
 
 /**
  * Where the bench's runs write, and why it matters on ext4 without a journal.
@@ -29,6 +30,14 @@ export class RunPlacement {
       this.failure ??= firstLine(error);
     }
     this.#spread.add(dir);
+    return dir;
+  }
+
+  /** An empty directory `parent/name` for one run, `parent` spread (any earlier one of that name is removed). */
+  runDir(parent: string, name: string): string {
+    const dir = path.join(this.spread(parent), name);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir);
     return dir;
   }
 

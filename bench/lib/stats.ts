@@ -20,6 +20,19 @@ export function quantileSorted(sorted: ArrayLike<number>, q: number): number {
   return sorted[rank] as number;
 }
 
+/** The median of an ascending array; with an even count the mean of the middle two (a run budget may leave two). */
+export function medianSorted(sorted: ArrayLike<number>): number {
+  const n = sorted.length;
+  if (n === 0) return Number.NaN;
+  const upper = sorted[n >> 1] as number;
+  return n % 2 === 1 ? upper : ((sorted[(n >> 1) - 1] as number) + upper) / 2;
+}
+
+/** The median of any values (see medianSorted). */
+export function median(values: readonly number[]): number {
+  return medianSorted(Float64Array.from(values).sort());
+}
+
 /** Summarise latencies given in nanoseconds (only the first `count` entries are used). */
 export function summarizeNs(samplesNs: Float64Array, count = samplesNs.length): LatencySummary {
   const sorted = Float64Array.from(samplesNs.subarray(0, count)).sort();

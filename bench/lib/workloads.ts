@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { formatNumber } from './table.js';
 import type { RunPlacement } from './spread-dirs.js';
@@ -77,12 +77,7 @@ function countFiles(dir: string): number {
 export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.ProcessEnv, placement: RunPlacement, log: (line: string) => void): Workload[] {
   const light = { runs: sizes.runs, warmup: sizes.warmup, heavy: false };
   const heavy = { runs: sizes.heavyRuns, warmup: sizes.warmup, heavy: true };
-  const fresh = (group: string, tag: string) => {
-    const dir = path.join(placement.spread(path.join(ws, group)), tag);
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir);
-    return dir;
-  };
+  const fresh = (group: string, tag: string) => placement.runDir(path.join(ws, group), tag);
   const once = <T>(make: () => T) => {
     let made: { value: T } | undefined;
     return () => (made ??= { value: make() }).value;

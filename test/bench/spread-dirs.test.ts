@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -29,6 +29,17 @@ describe('bench run placement', () => {
     } else {
       expect(placement.describe()).toContain(placement.failure);
     }
+  });
+
+  it('gives each run an empty directory of its own under a spread parent', () => {
+    const placement = new RunPlacement();
+    const parent = path.join(tempDir(), 'sed');
+    const first = placement.runDir(parent, 'native-0');
+    writeFileSync(path.join(first, 'left.txt'), 'from an earlier run');
+    expect(readdirSync(placement.runDir(parent, 'native-0'))).toEqual([]);
+    expect(path.dirname(placement.runDir(parent, 'seccomp-0'))).toBe(parent);
+    expect(readdirSync(parent).sort()).toEqual(['native-0', 'seccomp-0']);
+    if (placement.failure === undefined) expect(attributesOf(parent)).toContain('T');
   });
 
   it('says why when a directory cannot be flagged, and keeps the first reason', () => {
