@@ -169,7 +169,7 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
   try {
     const workloads = defineWorkloads(workspace, options, env, placement, log).filter((w) => options.only.has(w.id));
     if (workloads.length > 0) {
-      const slots = await openRunners(options.runners, { env, workspace, home: path.join(base, 'home'), srtSettings });
+      const slots = await openRunners(options.runners, { env, workspace, home: path.join(base, 'home'), srtSettings, scratch: path.join(base, 'scratch') });
       for (const slot of slots) if ('unavailable' in slot) report.notes.push(`${slot.id} cannot run here: ${slot.unavailable}`);
       try {
         // One warm-up for all heavy workloads: each brokered run takes seconds, and after the first the broker is warm.

@@ -1,17 +1,19 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { SandboxSession } from '../../src/agent/index.js';
+import { answerAtOnce } from './sandbox-runner.js';
 import { CLI, REPO_ROOT } from './serve.js';
 import { startPlain, timeProcess, type TimedRun } from './timed-process.js';
 
 /** The runners compared side by side, in table order. */
-export const RUNNER_IDS = ['native', 'seccomp', 'seccomp-turn', 'preload', 'srt'] as const;
+export const RUNNER_IDS = ['native', 'floor', 'seccomp', 'seccomp-turn', 'preload', 'srt'] as const;
 export type RunnerId = (typeof RUNNER_IDS)[number];
 /** Run unless --runners says otherwise: seccomp-turn only differs where backups are made. */
-export const DEFAULT_RUNNER_IDS: readonly RunnerId[] = ['native', 'seccomp', 'preload', 'srt'];
+export const DEFAULT_RUNNER_IDS: readonly RunnerId[] = ['native', 'floor', 'seccomp', 'preload', 'srt'];
 
 export const RUNNER_LABELS: Record<RunnerId, string> = {
   native: 'native bash',
+  floor: 'sandbox floor (no broker)',
   seccomp: 'brokered-shell seccomp',
   'seccomp-turn': 'brokered-shell seccomp, durability turn',
   preload: 'brokered-shell preload',
@@ -32,11 +34,14 @@ export interface RunResult {
   wrapMs?: number;
 }
 
-/** Runs `bash -c COMMAND` in `cwd` one way; `cli` runs it through the runner's whole command-line tool. */
+/**
+ * Runs `bash -c COMMAND` in `cwd` one way; `cli` runs it through the runner's whole
+ * command-line tool (a runner without one sits out the CLI workloads).
+ */
 export interface Runner {
   readonly id: RunnerId;
   run(command: string, cwd: string): Promise<RunResult>;
-  cli(command: string, cwd: string): Promise<RunResult>;
+  cli?(command: string, cwd: string): Promise<RunResult>;
   close(): Promise<void>;
 }
 
@@ -49,6 +54,8 @@ export interface RunnerContext {
   home: string;
   /** srt's settings file (for its CLI). */
   srtSettings: string;
+  /** The floor runner's temp dir (TMPDIR of `env`; the launcher's `--scratch`). */
+  scratch: string;
 }
 
 const fromTimed = (run: TimedRun): RunResult => ({ wallMs: run.wallMs, code: run.code ?? (run.signal ? 128 : null), stdoutBytes: run.stdoutBytes, stderrTail: run.stderrTail });
@@ -70,6 +77,50 @@ class NativeRunner implements Runner {
 }
 
 type AgentModule = typeof import('../../src/index.js');
+type SandboxModule = typeof import('../../src/sandbox/index.js');
+
+/**
+ * The same launcher and supervisor as the seccomp runner, but every request is allowed at
+ * once on the path the supervisor sent (`answerAtOnce`): no policy, no backup, no journal.
+ * What it adds over native is what the sandbox mechanism and a Node event loop cost before a
+ * broker decides anything, so a target it misses cannot be met by work on the broker. Only
+ * for the bench's own trees, which hold no symlinks.
+ */
+class FloorRunner implements Runner {
+  readonly id = 'floor' as const;
+  private constructor(
+    private readonly ctx: RunnerContext,
+    private readonly sandbox: SandboxModule,
+  ) {}
+
+  static async open(ctx: RunnerContext): Promise<FloorRunner> {
+    const sandbox = (await import(pathToFileURL(path.join(REPO_ROOT, 'dist', 'sandbox', 'index.js')).href)) as SandboxModule;
+    const support = sandbox.checkSandboxSupport();
+    if (!support.ok) throw new Error(`the kernel sandbox cannot start here: ${support.message}`);
+    return new FloorRunner(ctx, sandbox);
+  }
+
+  async run(command: string, cwd: string): Promise<RunResult> {
+    let requests = 0;
+    const timed = await timeProcess(() => {
+      const started = this.sandbox.spawnSandboxed({
+        argv: ['/bin/bash', '-c', command],
+        cwd,
+        env: this.ctx.env,
+        scratchDirs: [this.ctx.scratch],
+        onRequest: (request) => {
+          requests += 1;
+          return answerAtOnce(request);
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      return { child: started.child, exit: started.exit };
+    });
+    return { ...fromTimed(timed), requests, backups: 0 };
+  }
+
+  async close(): Promise<void> {}
+}
 type SessionRunnerId = 'seccomp' | 'seccomp-turn' | 'preload';
 
 /**
@@ -210,6 +261,7 @@ export async function openRunners(ids: readonly RunnerId[], ctx: RunnerContext):
     try {
       if (id === 'native') slots.push({ id, runner: new NativeRunner(ctx) });
       else if (id === 'srt') slots.push({ id, runner: await SrtRunner.open(ctx) });
+      else if (id === 'floor') slots.push({ id, runner: await FloorRunner.open(ctx) });
       else slots.push({ id, runner: await SessionRunner.open(id, ctx, product) });
     } catch (error) {
       slots.push({ id, unavailable: firstLine(error) });

@@ -71,6 +71,32 @@ function workloadTable(workloads: readonly WorkloadResult[]): string {
   );
 }
 
+/**
+ * What the floor runner says about each target: whether the sandbox alone, with a broker
+ * that decides nothing, already misses it (then no work on the broker can meet it on this
+ * machine), and what the broker adds over that floor, per run and per request.
+ */
+export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
+  const lines: string[] = [];
+  for (const workload of workloads) {
+    const of = (id: string) => workload.runners.find((r) => r.runner === id && r.error === undefined);
+    const floor = of('floor');
+    const brokered = of('seccomp');
+    if (!workload.target || !floor || floor.ratio === undefined || floor.extraMs === undefined) continue;
+    const target = describeTarget(workload.target);
+    const measure = workload.target.kind === 'ratio' ? formatRatio(floor.ratio) : `+${formatMs(floor.extraMs)} ms`;
+    const verdict = floor.met ? `within ${target}` : `**already misses ${target}**: no change to the broker's pipeline can meet it here`;
+    let line = `${workload.id}: the floor is ${measure} native, ${verdict}`;
+    if (brokered) {
+      const brokerMs = brokered.medianMs - floor.medianMs;
+      const perRequest = brokered.requests ? `, ${formatMicros((brokerMs * 1000) / brokered.requests)} µs per request` : '';
+      line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
+    }
+    lines.push(`${line}.`);
+  }
+  return lines;
+}
+
 function microTable(rows: readonly MicroRow[]): string {
   return markdownTable<MicroRow>(
     [
@@ -125,6 +151,8 @@ export function renderBenchReport(report: BenchReport): string {
     ].join('\n'),
   ];
   if (report.workloads.length > 0) parts.push('### Workloads', workloadTable(report.workloads));
+  const findings = floorFindings(report.workloads);
+  if (findings.length > 0) parts.push('### The sandbox floor against the targets', findings.map((line) => `- ${line}`).join('\n'));
   if (report.micro.length > 0) parts.push('### Broker microbenchmarks', microTable(report.micro));
   if (report.backup.length > 0) parts.push('### Backup cost per MiB', backupTable(report.backup));
   if (report.layers) parts.push(`### Where a create's time goes (a C loop of exclusive creates on ${report.layers.place})`, layerTable(report.layers.rows));

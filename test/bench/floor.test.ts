@@ -1,0 +1,71 @@
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { RunnerResult, WorkloadResult } from '../../bench/lib/compare.js';
+import { openRunners } from '../../bench/lib/runners.js';
+import { floorFindings } from '../../bench/lib/summary.js';
+
+function runner(id: RunnerResult['runner'], medianMs: number, extra: Partial<RunnerResult> = {}): RunnerResult {
+  return { runner: id, runsMs: [medianMs], minMs: medianMs, medianMs, maxMs: medianMs, ...extra };
+}
+
+function workload(id: string, target: WorkloadResult['target'], runners: RunnerResult[]): WorkloadResult {
+  return { id, label: id, command: 'true', via: 'library', ...(target ? { target } : {}), runners };
+}
+
+describe('floor findings', () => {
+  it('says when the sandbox alone misses a target, and what the broker adds per request', () => {
+    const lines = floorFindings([
+      workload('git', { kind: 'ratio', max: 1.5 }, [
+        runner('native', 1000),
+        runner('floor', 2100, { ratio: 2.1, extraMs: 1100, met: false, requests: 15000 }),
+        runner('seccomp', 5100, { ratio: 5.1, extraMs: 4100, met: false, requests: 15000 }),
+      ]),
+      workload('create', { kind: 'ratio', max: 2 }, [
+        runner('native', 2000),
+        runner('floor', 2800, { ratio: 1.4, extraMs: 800, met: true }),
+        runner('seccomp', 4800, { ratio: 2.4, extraMs: 2800, met: false, requests: 10000 }),
+      ]),
+      workload('startup-lib', { kind: 'extra-ms', max: 25 }, [runner('native', 6), runner('floor', 9, { ratio: 1.5, extraMs: 3, met: true })]),
+    ]);
+    expect(lines).toEqual([
+      "git: the floor is 2.10× native, **already misses ≤ 1.5×**: no change to the broker's pipeline can meet it here; the broker adds 3,000 ms over it, 200 µs per request.",
+      'create: the floor is 1.40× native, within ≤ 2×; the broker adds 2,000 ms over it, 200 µs per request.',
+      'startup-lib: the floor is +3.00 ms native, within ≤ +25 ms.',
+    ]);
+  });
+
+  it('has nothing to say without a target or a floor that ran', () => {
+    const lines = floorFindings([
+      workload('tar', undefined, [runner('native', 100), runner('floor', 200, { ratio: 2, extraMs: 100 })]),
+      workload('sed', { kind: 'ratio', max: 2.5 }, [runner('native', 100), runner('floor', Number.NaN, { error: 'exit 1' })]),
+      workload('grep', { kind: 'ratio', max: 1.05 }, [runner('native', 100), runner('seccomp', 110, { ratio: 1.1, extraMs: 10 })]),
+    ]);
+    expect(lines).toEqual([]);
+  });
+});
+
+describe('floor runner', () => {
+  const base = mkdtempSync(path.join(os.tmpdir(), 'bsh-floor-test-'));
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+  it('runs the command under the real sandbox, every request allowed, none of it backed up', async () => {
+    const workspace = path.join(base, 'ws');
+    const scratch = path.join(base, 'scratch');
+    mkdirSync(workspace);
+    mkdirSync(scratch);
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: scratch, BROKERED_SHELL_HOME: path.join(base, 'home') };
+    const [slot] = await openRunners(['floor'], { env, workspace, home: path.join(base, 'home'), srtSettings: '', scratch });
+    if (!slot || !('runner' in slot)) throw new Error(`the floor runner did not open: ${slot && 'unavailable' in slot ? slot.unavailable : '?'}`);
+    const result = await slot.runner.run('echo one > a; echo two > b; mv a c; rm b; mkdir d', workspace);
+    expect(result.code).toBe(0);
+    expect(readdirSync(workspace).sort()).toEqual(['c', 'd']);
+    expect(readFileSync(path.join(workspace, 'c'), 'utf8')).toBe('one\n');
+    // two creates, the rename, the unlink and the mkdir, each through the supervisor
+    expect(result.requests).toBe(5);
+    expect(result.backups).toBe(0);
+    expect(slot.runner.cli).toBeUndefined();
+    await slot.runner.close();
+  });
+});
