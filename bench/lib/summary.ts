@@ -30,6 +30,13 @@ export function describeTarget(target: Target | undefined): string {
   return target.kind === 'ratio' ? `≤ ${target.max}×` : `≤ +${target.max} ms`;
 }
 
+/** A ratio, with a third decimal where two would hide which side of its target it falls on. */
+function ratioText(value: number, target: Target | undefined): string {
+  const plain = formatRatio(value);
+  if (target?.kind !== 'ratio' || value === target.max || plain !== formatRatio(target.max)) return plain;
+  return `${value.toFixed(3)}×`;
+}
+
 const mark = (met: boolean | undefined) => (met === undefined ? '–' : met ? '✓' : '✗');
 
 /** What a run involved besides time: broker requests and backups, or srt's wrap. */
@@ -55,7 +62,7 @@ function workloadTable(workloads: readonly WorkloadResult[]): string {
       { header: 'min ms', align: 'right', value: (r) => formatMs(r.result.minMs) },
       { header: 'median ms', align: 'right', value: (r) => (failed(r) ? '–' : `**${formatMs(r.result.medianMs)}**`) },
       { header: 'max ms', align: 'right', value: (r) => formatMs(r.result.maxMs) },
-      { header: '× native', align: 'right', value: (r) => (r.result.runner === 'native' && !failed(r) ? '1.00×' : r.result.ratio === undefined ? '–' : formatRatio(r.result.ratio)) },
+      { header: '× native', align: 'right', value: (r) => (r.result.runner === 'native' && !failed(r) ? '1.00×' : r.result.ratio === undefined ? '–' : ratioText(r.result.ratio, r.workload.target)) },
       { header: 'extra ms', align: 'right', value: (r) => (r.result.extraMs === undefined ? '–' : formatMs(r.result.extraMs)) },
       { header: 'per run', align: 'right', value: (r) => perRun(r.result) },
       { header: 'target', value: (r) => (r.result.runner === 'native' ? '–' : describeTarget(r.workload.target)) },
@@ -84,7 +91,7 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
     const brokered = of('seccomp');
     if (!workload.target || !floor || floor.ratio === undefined || floor.extraMs === undefined) continue;
     const target = describeTarget(workload.target);
-    const measure = workload.target.kind === 'ratio' ? formatRatio(floor.ratio) : `+${formatMs(floor.extraMs)} ms`;
+    const measure = workload.target.kind === 'ratio' ? ratioText(floor.ratio, workload.target) : `+${formatMs(floor.extraMs)} ms`;
     const verdict = floor.met ? `within ${target}` : `**already misses ${target}**: no change to the broker's pipeline can meet it here`;
     let line = `${workload.id}: the floor is ${measure} native, ${verdict}`;
     if (brokered) {

@@ -28,11 +28,14 @@ describe('floor findings', () => {
         runner('seccomp', 4800, { ratio: 2.4, extraMs: 2800, met: false, requests: 10000 }),
       ]),
       workload('startup-lib', { kind: 'extra-ms', max: 25 }, [runner('native', 6), runner('floor', 9, { ratio: 1.5, extraMs: 3, met: true })]),
+      // Two decimals would print the target itself next to "misses".
+      workload('cat', { kind: 'ratio', max: 1.05 }, [runner('native', 447), runner('floor', 471.4, { ratio: 1.0546, extraMs: 24.4, met: false })]),
     ]);
     expect(lines).toEqual([
       "git: the floor is 2.10× native, **already misses ≤ 1.5×**: no change to the broker's pipeline can meet it here; the broker adds 3,000 ms over it, 200 µs per request.",
       'create: the floor is 1.40× native, within ≤ 2×; the broker adds 2,000 ms over it, 200 µs per request.',
       'startup-lib: the floor is +3.00 ms native, within ≤ +25 ms.',
+      "cat: the floor is 1.055× native, **already misses ≤ 1.05×**: no change to the broker's pipeline can meet it here.",
     ]);
   });
 
