@@ -50,14 +50,12 @@ function failure(result: RunResult): string | undefined {
  */
 export async function measureWorkload(
   workload: Workload,
-  allSlots: readonly RunnerSlot[],
+  slots: readonly RunnerSlot[],
   log: (line: string) => void,
   limit?: RoundLimit,
 ): Promise<WorkloadResult> {
   const runs = new Map<RunnerId, RunResult[]>();
   const errors = new Map<RunnerId, string>();
-  // A runner without a command-line tool has no row in the CLI workloads.
-  const slots = allSlots.filter((slot) => workload.via !== 'cli' || !('runner' in slot) || slot.runner.cli !== undefined);
   for (const slot of slots) {
     runs.set(slot.id, []);
     if ('unavailable' in slot) errors.set(slot.id, `unavailable: ${slot.unavailable}`);
@@ -78,8 +76,7 @@ export async function measureWorkload(
       if (workload.heavy) execFileSync('sync');
       let result: RunResult;
       try {
-        const { runner } = slot;
-        result = workload.via === 'cli' && runner.cli ? await runner.cli(workload.command, cwd) : await runner.run(workload.command, cwd);
+        result = workload.via === 'cli' ? await slot.runner.cli(workload.command, cwd) : await slot.runner.run(workload.command, cwd);
         const failed = failure(result);
         if (failed) throw new Error(failed);
         if (workload.sameStdout) {

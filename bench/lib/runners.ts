@@ -34,14 +34,11 @@ export interface RunResult {
   wrapMs?: number;
 }
 
-/**
- * Runs `bash -c COMMAND` in `cwd` one way; `cli` runs it through the runner's whole
- * command-line tool (a runner without one sits out the CLI workloads).
- */
+/** Runs `bash -c COMMAND` in `cwd` one way; `cli` runs it through the runner's whole command-line tool. */
 export interface Runner {
   readonly id: RunnerId;
   run(command: string, cwd: string): Promise<RunResult>;
-  cli?(command: string, cwd: string): Promise<RunResult>;
+  cli(command: string, cwd: string): Promise<RunResult>;
   close(): Promise<void>;
 }
 
@@ -84,7 +81,8 @@ type SandboxModule = typeof import('../../src/sandbox/index.js');
  * once on the path the supervisor sent (`answerAtOnce`): no policy, no backup, no journal.
  * What it adds over native is what the sandbox mechanism and a Node event loop cost before a
  * broker decides anything, so a target it misses cannot be met by work on the broker. Only
- * for the bench's own trees, which hold no symlinks.
+ * for the bench's own trees, which hold no symlinks. Its `cli` is the floor of any
+ * command-line tool written in Node: Node starts and spawns `bash -c COMMAND`, nothing else.
  */
 class FloorRunner implements Runner {
   readonly id = 'floor' as const;
@@ -117,6 +115,11 @@ class FloorRunner implements Runner {
       return { child: started.child, exit: started.exit };
     });
     return { ...fromTimed(timed), requests, backups: 0 };
+  }
+
+  cli(command: string, cwd: string): Promise<RunResult> {
+    const script = "process.exitCode = require('node:child_process').spawnSync('/bin/bash', ['-c', process.argv[1]], { stdio: 'inherit' }).status ?? 1";
+    return plain(process.execPath, ['-e', script, command], cwd, this.ctx.env);
   }
 
   async close(): Promise<void> {}

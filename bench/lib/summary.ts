@@ -46,6 +46,9 @@ function perRun(result: RunnerResult): string {
   return '–';
 }
 
+/** The floor runner's row in the whole-CLI workloads (see FloorRunner.cli). */
+const FLOOR_CLI_LABEL = 'floor: Node spawning the command';
+
 interface Row {
   workload: WorkloadResult;
   result: RunnerResult;
@@ -57,7 +60,7 @@ function workloadTable(workloads: readonly WorkloadResult[]): string {
   return markdownTable<Row>(
     [
       { header: 'workload', value: (r) => r.workload.label },
-      { header: 'runner', value: (r) => RUNNER_LABELS[r.result.runner] },
+      { header: 'runner', value: (r) => (r.result.runner === 'floor' && r.workload.via === 'cli' ? FLOOR_CLI_LABEL : RUNNER_LABELS[r.result.runner]) },
       { header: 'runs', align: 'right', value: (r) => String(r.result.runsMs.length) },
       { header: 'min ms', align: 'right', value: (r) => formatMs(r.result.minMs) },
       { header: 'median ms', align: 'right', value: (r) => (failed(r) ? '–' : `**${formatMs(r.result.medianMs)}**`) },
@@ -81,7 +84,8 @@ function workloadTable(workloads: readonly WorkloadResult[]): string {
 /**
  * What the floor runner says about each target: whether the sandbox alone, with a broker
  * that decides nothing, already misses it (then no work on the broker can meet it on this
- * machine), and what the broker adds over that floor, per run and per request.
+ * machine), and what the broker adds over that floor, per run and per request. For the
+ * whole-CLI row the floor is Node starting and spawning the command.
  */
 export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
   const lines: string[] = [];
@@ -92,12 +96,13 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
     if (!workload.target || !floor || floor.ratio === undefined || floor.extraMs === undefined) continue;
     const target = describeTarget(workload.target);
     const measure = workload.target.kind === 'ratio' ? ratioText(floor.ratio, workload.target) : `+${formatMs(floor.extraMs)} ms`;
-    const verdict = floor.met ? `within ${target}` : `**already misses ${target}**: no change to the broker's pipeline can meet it here`;
+    const cannot = workload.via === 'cli' ? 'no command-line tool in Node can meet it here' : "no change to the broker's pipeline can meet it here";
+    const verdict = floor.met ? `within ${target}` : `**already misses ${target}**: ${cannot}`;
     let line = `${workload.id}: the floor is ${measure} native, ${verdict}`;
     if (brokered) {
       const brokerMs = brokered.medianMs - floor.medianMs;
       const perRequest = brokered.requests ? `, ${formatMicros((brokerMs * 1000) / brokered.requests)} µs per request` : '';
-      line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
+      line += workload.via === 'cli' ? `; the rest of the CLI adds ${formatMs(brokerMs)} ms over it` : `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
     }
     lines.push(`${line}.`);
   }

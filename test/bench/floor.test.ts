@@ -28,6 +28,7 @@ describe('floor findings', () => {
         runner('seccomp', 4800, { ratio: 2.4, extraMs: 2800, met: false, requests: 10000 }),
       ]),
       workload('startup-lib', { kind: 'extra-ms', max: 25 }, [runner('native', 6), runner('floor', 9, { ratio: 1.5, extraMs: 3, met: true })]),
+      { ...workload('startup-cli', { kind: 'extra-ms', max: 25 }, [runner('native', 4), runner('floor', 49, { extraMs: 45, ratio: 12.25, met: false }), runner('seccomp', 204)]), via: 'cli' },
       // Two decimals would print the target itself next to "misses".
       workload('cat', { kind: 'ratio', max: 1.05 }, [runner('native', 447), runner('floor', 471.4, { ratio: 1.0546, extraMs: 24.4, met: false })]),
     ]);
@@ -35,6 +36,7 @@ describe('floor findings', () => {
       "git: the floor is 2.10× native, **already misses ≤ 1.5×**: no change to the broker's pipeline can meet it here; the broker adds 3,000 ms over it, 200 µs per request.",
       'create: the floor is 1.40× native, within ≤ 2×; the broker adds 2,000 ms over it, 200 µs per request.',
       'startup-lib: the floor is +3.00 ms native, within ≤ +25 ms.',
+      'startup-cli: the floor is +45.0 ms native, **already misses ≤ +25 ms**: no command-line tool in Node can meet it here; the rest of the CLI adds 155 ms over it.',
       "cat: the floor is 1.055× native, **already misses ≤ 1.05×**: no change to the broker's pipeline can meet it here.",
     ]);
   });
@@ -53,7 +55,7 @@ describe('floor runner', () => {
   const base = mkdtempSync(path.join(os.tmpdir(), 'bsh-floor-test-'));
   afterAll(() => rmSync(base, { recursive: true, force: true }));
 
-  it('runs the command under the real sandbox, every request allowed, none of it backed up', async () => {
+  it('runs the command under the real sandbox, every request allowed, none of it backed up; its CLI is Node spawning it', async () => {
     const workspace = path.join(base, 'ws');
     const scratch = path.join(base, 'scratch');
     mkdirSync(workspace);
@@ -68,7 +70,10 @@ describe('floor runner', () => {
     // two creates, the rename, the unlink and the mkdir, each through the supervisor
     expect(result.requests).toBe(5);
     expect(result.backups).toBe(0);
-    expect(slot.runner.cli).toBeUndefined();
+    // Its CLI floor: Node spawning the command outside any sandbox.
+    const viaNode = await slot.runner.cli('echo three > e', workspace);
+    expect(viaNode.code).toBe(0);
+    expect(readFileSync(path.join(workspace, 'e'), 'utf8')).toBe('three\n');
     await slot.runner.close();
   });
 });
