@@ -124,6 +124,7 @@ class FloorRunner implements Runner {
 
   async close(): Promise<void> {}
 }
+
 type SessionRunnerId = 'seccomp' | 'seccomp-turn' | 'preload';
 
 /**
