@@ -22,7 +22,8 @@ export interface BenchReport {
 /** Milliseconds: two decimals below 10, one below 100, whole numbers above. */
 export function formatMs(ms: number): string {
   if (!Number.isFinite(ms)) return '–';
-  return formatNumber(ms, ms < 10 ? 2 : ms < 100 ? 1 : 0);
+  const size = Math.abs(ms);
+  return formatNumber(ms, size < 10 ? 2 : size < 100 ? 1 : 0);
 }
 
 export function describeTarget(target: Target | undefined): string {
@@ -102,7 +103,10 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
     if (brokered) {
       const brokerMs = brokered.medianMs - floor.medianMs;
       const perRequest = brokered.requests ? `, ${formatMicros((brokerMs * 1000) / brokered.requests)} µs per request` : '';
-      line += workload.via === 'cli' ? `; the rest of the CLI adds ${formatMs(brokerMs)} ms over it` : `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
+      if (workload.via === 'cli') line += `; the rest of the CLI adds ${formatMs(brokerMs)} ms over it`;
+      // Read workloads ask the broker nothing: what is left is a turn's begin and commit, and noise.
+      else if (brokered.requests === 0) line += `; no request reached the broker (seccomp − floor: ${formatMs(brokerMs)} ms)`;
+      else line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
     }
     lines.push(`${line}.`);
   }

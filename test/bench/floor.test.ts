@@ -30,14 +30,18 @@ describe('floor findings', () => {
       workload('startup-lib', { kind: 'extra-ms', max: 25 }, [runner('native', 6), runner('floor', 9, { ratio: 1.5, extraMs: 3, met: true })]),
       { ...workload('startup-cli', { kind: 'extra-ms', max: 25 }, [runner('native', 4), runner('floor', 49, { extraMs: 45, ratio: 12.25, met: false }), runner('seccomp', 204)]), via: 'cli' },
       // Two decimals would print the target itself next to "misses".
-      workload('cat', { kind: 'ratio', max: 1.05 }, [runner('native', 447), runner('floor', 471.4, { ratio: 1.0546, extraMs: 24.4, met: false })]),
+      workload('cat', { kind: 'ratio', max: 1.05 }, [
+        runner('native', 447),
+        runner('floor', 471.4, { ratio: 1.0546, extraMs: 24.4, met: false, requests: 0 }),
+        runner('seccomp', 465, { ratio: 1.04, extraMs: 18, met: true, requests: 0 }),
+      ]),
     ]);
     expect(lines).toEqual([
       "git: the floor is 2.10× native, **already misses ≤ 1.5×**: no change to the broker's pipeline can meet it here; the broker adds 3,000 ms over it, 200 µs per request.",
       'create: the floor is 1.40× native, within ≤ 2×; the broker adds 2,000 ms over it, 200 µs per request.',
       'startup-lib: the floor is +3.00 ms native, within ≤ +25 ms.',
       'startup-cli: the floor is +45.0 ms native, **already misses ≤ +25 ms**: no command-line tool in Node can meet it here; the rest of the CLI adds 155 ms over it.',
-      "cat: the floor is 1.055× native, **already misses ≤ 1.05×**: no change to the broker's pipeline can meet it here.",
+      "cat: the floor is 1.055× native, **already misses ≤ 1.05×**: no change to the broker's pipeline can meet it here; no request reached the broker (seccomp − floor: -6.40 ms).",
     ]);
   });
 
