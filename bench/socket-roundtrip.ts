@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { BackupHome } from '../src/backup/index.js';
 import { newestProfile, summarizeProfile, type ProfileEntry } from './lib/cpu-profile.js';
+import { CORE_SESSION } from './lib/core-server.js';
 import { startEchoServer } from './lib/echo-server.js';
 import { measure, type CaseResult, type CaseSpec, type MeasureOptions } from './lib/measure.js';
 import { growthTable, profileTable, resultsTable } from './lib/report.js';
@@ -167,6 +168,14 @@ const ECHO_CASE: CaseSpec = {
   requests: () => [tokenLine('sandbox.read', path.join(os.tmpdir(), 'bench-echo', 'file.txt'), 'bench', 'tc0')],
 };
 
+const CORE_CASE: CaseSpec = {
+  id: 'core',
+  label: 'token .read, server and core only (one plugin allowing at once)',
+  server: 'core',
+  expect: SANDBOX,
+  requests: () => [tokenLine('sandbox.read', path.join(os.tmpdir(), 'bench-core', 'file.txt'), CORE_SESSION, 'tc0')],
+};
+
 export async function runSocketRoundtrip(options: RoundtripOptions): Promise<RoundtripReport> {
   const selected = (spec: CaseSpec) => !options.only || options.only.test(spec.id);
   const results: CaseResult[] = [];
@@ -185,6 +194,16 @@ export async function runSocketRoundtrip(options: RoundtripOptions): Promise<Rou
       results.push(...(await measure(echo.socket, echo.pid, ECHO_CASE, options)));
     } finally {
       await echo.stop();
+    }
+  }
+
+  if (selected(CORE_CASE)) {
+    options.log('server and core only');
+    const core = await startEchoServer([], 'core');
+    try {
+      results.push(...(await measure(core.socket, core.pid, CORE_CASE, options)));
+    } finally {
+      await core.stop();
     }
   }
 
@@ -284,7 +303,7 @@ const USAGE = `usage: node --import tsx bench/socket-roundtrip.ts [options]
   --warmup N         warm-up requests before each case (env BENCH_WARMUP, default 10000)
   --first-touch N    distinct files for the first-touch backup case (env BENCH_FIRST_TOUCH, default 1000)
   --concurrency LIST connection counts, 1 = sequential (env BENCH_CONCURRENCY, default 1,4,16)
-  --only REGEX       only cases whose id matches (echo, token-read, token-rw-new, token-rw-first,
+  --only REGEX       only cases whose id matches (echo, core, token-read, token-rw-new, token-rw-first,
                      token-rw-steady, hostop-chmod, hostop-mkdir)
   --cpu-prof         run serve under node --cpu-prof and print where its time went
   --profile-dir DIR  keep the .cpuprofile there (open it in Chrome DevTools)

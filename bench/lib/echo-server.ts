@@ -5,6 +5,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { CORE_SESSION, serveCore } from './core-server.js';
 import { REPO_ROOT, benchTempDir } from './serve.js';
 
 /**
@@ -35,13 +36,17 @@ export interface EchoProcess {
   stop(): Promise<void>;
 }
 
-/** Start the echo server as a child process (via tsx, from the repository root). */
-export async function startEchoServer(nodeArgs: string[] = []): Promise<EchoProcess> {
-  const base = benchTempDir('bsh-echo-');
-  const socket = path.join(base, 'echo.sock');
+/**
+ * Start a baseline server as a child process (via tsx, from the repository root): the echo
+ * server, or with `core` the product's socket server and core with a broker that allows
+ * everything at once (core-server.ts).
+ */
+export async function startEchoServer(nodeArgs: string[] = [], kind: 'echo' | 'core' = 'echo'): Promise<EchoProcess> {
+  const base = benchTempDir(`bsh-${kind}-`);
+  const socket = path.join(base, `${kind}.sock`);
   const child: ChildProcessByStdio<null, Readable, Readable> = spawn(
     process.execPath,
-    [...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), socket],
+    [...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), socket, kind],
     { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
@@ -49,7 +54,7 @@ export async function startEchoServer(nodeArgs: string[] = []): Promise<EchoProc
   child.stderr.on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`echo server exited with ${String(code)}: ${stderr}`)));
+    child.once('exit', (code) => reject(new Error(`${kind} server exited with ${String(code)}: ${stderr}`)));
     createInterface({ input: child.stdout }).once('line', () => resolve());
   });
   return {
@@ -64,10 +69,15 @@ export async function startEchoServer(nodeArgs: string[] = []): Promise<EchoProc
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const socketPath = process.argv[2];
-  if (!socketPath) {
-    process.stderr.write('usage: echo-server.ts <socket-path>\n');
+  const [socketPath, kind = 'echo'] = process.argv.slice(2);
+  if (!socketPath || (kind !== 'echo' && kind !== 'core')) {
+    process.stderr.write('usage: echo-server.ts <socket-path> [echo|core]\n');
     process.exit(2);
   }
-  serveEcho(socketPath);
+  if (kind === 'echo') serveEcho(socketPath);
+  else {
+    const server = await serveCore(socketPath, CORE_SESSION);
+    process.stdout.write(`${JSON.stringify({ ready: true, socket: socketPath, pid: process.pid })}\n`);
+    process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
+  }
 }

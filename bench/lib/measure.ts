@@ -3,11 +3,14 @@ import { processCpuMs } from './proc-cpu.js';
 import { p50ByBucket, ratePerSecond, summarizeNs, type LatencySummary } from './stats.js';
 import { formatMicros, formatNumber } from './table.js';
 
+export type SocketServerKind = 'broker' | 'echo' | 'core';
+
 /** One benchmark case: what to send, what every answer must start with, and how to run it. */
 export interface CaseSpec {
   id: string;
   label: string;
-  server: 'broker' | 'echo';
+  /** The standard `serve`, the echo server, or the product's server and core deciding at once (core-server.ts). */
+  server: SocketServerKind;
   expect: string;
   /** Requests for one run: `tag` tells runs apart when each request must be new (mkdir, first touch). */
   requests(tag: string, count: number): Buffer[];
@@ -29,7 +32,7 @@ export interface CaseSpec {
 export interface CaseResult {
   id: string;
   label: string;
-  server: 'broker' | 'echo';
+  server: SocketServerKind;
   connections: number;
   latency: LatencySummary;
   reqPerSec: number;

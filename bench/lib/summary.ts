@@ -113,6 +113,24 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
   return lines;
 }
 
+/**
+ * The socket row's floor: the product's server and core with one plugin deciding at once
+ * (core-server.ts). If it misses the target, no change to the plugins can meet it.
+ */
+export function socketFloorFinding(rows: readonly MicroRow[]): string | undefined {
+  const row = (id: string) => rows.find((r) => r.id === id);
+  const core = row('socket-core');
+  const full = row('socket-token-read');
+  const echo = row('socket-echo');
+  if (!core || core.maxP50Us === undefined) return undefined;
+  const target = `p50 ≤ ${core.maxP50Us} µs`;
+  const verdict = core.p50Us <= core.maxP50Us ? `within ${target}` : `**already misses ${target}**: no change to the plugins can meet it here`;
+  const parts = [`socket: the server and core with no standard plugin answer a text token at p50 ${formatMicros(core.p50Us)} µs, ${verdict}`];
+  if (full) parts.push(`the standard plugins add ${formatMicros(full.p50Us - core.p50Us)} µs`);
+  if (echo) parts.push(`the echo server (no broker) answers at ${formatMicros(echo.p50Us)} µs`);
+  return `${parts.join('; ')}.`;
+}
+
 function microTable(rows: readonly MicroRow[]): string {
   return markdownTable<MicroRow>(
     [
@@ -167,8 +185,9 @@ export function renderBenchReport(report: BenchReport): string {
     ].join('\n'),
   ];
   if (report.workloads.length > 0) parts.push('### Workloads', workloadTable(report.workloads));
-  const findings = floorFindings(report.workloads);
-  if (findings.length > 0) parts.push('### The sandbox floor against the targets', findings.map((line) => `- ${line}`).join('\n'));
+  const socketFinding = socketFloorFinding(report.micro);
+  const findings = [...floorFindings(report.workloads), ...(socketFinding ? [socketFinding] : [])];
+  if (findings.length > 0) parts.push('### Floors against the targets', findings.map((line) => `- ${line}`).join('\n'));
   if (report.micro.length > 0) parts.push('### Broker microbenchmarks', microTable(report.micro));
   if (report.backup.length > 0) parts.push('### Backup cost per MiB', backupTable(report.backup));
   if (report.layers) parts.push(`### Where a create's time goes (a C loop of exclusive creates on ${report.layers.place})`, layerTable(report.layers.rows));

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RunnerResult, WorkloadResult } from '../../bench/lib/compare.js';
 import { openRunners } from '../../bench/lib/runners.js';
-import { floorFindings } from '../../bench/lib/summary.js';
+import type { MicroRow } from '../../bench/lib/micro.js';
+import { floorFindings, socketFloorFinding } from '../../bench/lib/summary.js';
 
 function runner(id: RunnerResult['runner'], medianMs: number, extra: Partial<RunnerResult> = {}): RunnerResult {
   return { runner: id, runsMs: [medianMs], minMs: medianMs, medianMs, maxMs: medianMs, ...extra };
@@ -52,6 +53,18 @@ describe('floor findings', () => {
       workload('grep', { kind: 'ratio', max: 1.05 }, [runner('native', 100), runner('seccomp', 110, { ratio: 1.1, extraMs: 10 })]),
     ]);
     expect(lines).toEqual([]);
+  });
+});
+
+describe('socket floor finding', () => {
+  const row = (id: string, p50Us: number, maxP50Us?: number): MicroRow => ({ id, label: id, n: 100, p50Us, p99Us: p50Us, meanUs: p50Us, reqPerSec: 1, ...(maxP50Us ? { maxP50Us } : {}) });
+
+  it('says whether the server and core alone meet the target, and what the plugins add', () => {
+    expect(socketFloorFinding([row('socket-echo', 25.8), row('socket-core', 61, 50), row('socket-token-read', 106, 50)])).toBe(
+      'socket: the server and core with no standard plugin answer a text token at p50 61.0 µs, **already misses p50 ≤ 50 µs**: no change to the plugins can meet it here; the standard plugins add 45.0 µs; the echo server (no broker) answers at 25.8 µs.',
+    );
+    expect(socketFloorFinding([row('socket-core', 40, 50)])).toBe('socket: the server and core with no standard plugin answer a text token at p50 40.0 µs, within p50 ≤ 50 µs.');
+    expect(socketFloorFinding([row('socket-echo', 25.8), row('socket-token-read', 106, 50)])).toBeUndefined();
   });
 });
 
