@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { BackupHome } from '../src/backup/index.js';
 import { newestProfile, summarizeProfile, type ProfileEntry } from './lib/cpu-profile.js';
 import { CORE_SESSION } from './lib/core-server.js';
-import { startEchoServer } from './lib/echo-server.js';
+import { startBaselineServer } from './lib/echo-server.js';
 import { measure, type CaseResult, type CaseSpec, type MeasureOptions } from './lib/measure.js';
 import { growthTable, profileTable, resultsTable } from './lib/report.js';
 import { REPO_ROOT, benchTempDir, bundleCli, startServe, type ServeProcess } from './lib/serve.js';
@@ -189,7 +189,7 @@ export async function runSocketRoundtrip(options: RoundtripOptions): Promise<Rou
 
   if (selected(ECHO_CASE)) {
     options.log('echo baseline');
-    const echo = await startEchoServer();
+    const echo = await startBaselineServer();
     try {
       results.push(...(await measure(echo.socket, echo.pid, ECHO_CASE, options)));
     } finally {
@@ -199,7 +199,7 @@ export async function runSocketRoundtrip(options: RoundtripOptions): Promise<Rou
 
   if (selected(CORE_CASE)) {
     options.log('server and core only');
-    const core = await startEchoServer([], 'core');
+    const core = await startBaselineServer([], 'core');
     try {
       results.push(...(await measure(core.socket, core.pid, CORE_CASE, options)));
     } finally {

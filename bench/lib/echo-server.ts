@@ -30,7 +30,7 @@ export function serveEcho(socketPath: string): net.Server {
   return server;
 }
 
-export interface EchoProcess {
+export interface BaselineProcess {
   readonly socket: string;
   readonly pid: number;
   stop(): Promise<void>;
@@ -41,7 +41,7 @@ export interface EchoProcess {
  * server, or with `core` the product's socket server and core with a broker that allows
  * everything at once (core-server.ts).
  */
-export async function startEchoServer(nodeArgs: string[] = [], kind: 'echo' | 'core' = 'echo'): Promise<EchoProcess> {
+export async function startBaselineServer(nodeArgs: string[] = [], kind: 'echo' | 'core' = 'echo'): Promise<BaselineProcess> {
   const base = benchTempDir(`bsh-${kind}-`);
   const socket = path.join(base, `${kind}.sock`);
   const child: ChildProcessByStdio<null, Readable, Readable> = spawn(
