@@ -1,6 +1,5 @@
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { Broker, BrokerPlugin } from '../../src/core/index.js';
+import { loadProduct } from './sandbox-runner.js';
 import { REPO_ROOT } from './serve.js';
 
 /** The session the core-only server serves; its requests must name it. */
@@ -27,12 +26,10 @@ export const ALLOW_AT_ONCE: BrokerPlugin = {
  * change to the plugins can take away. Never for anything but the bench: it allows all.
  */
 export async function serveCore(socketPath: string, sessionId: string): Promise<{ close(): Promise<void> }> {
-  const url = (file: string) => pathToFileURL(path.join(REPO_ROOT, 'dist', ...file.split('/'))).href;
-  const core = (await import(url('core/index.js'))) as typeof import('../../src/core/index.js');
-  const ipc = (await import(url('ipc/server.js'))) as typeof import('../../src/ipc/server.js');
-  const broker = new core.Broker({ sessionId });
+  const { index } = await loadProduct(REPO_ROOT);
+  const broker = new index.Broker({ sessionId });
   broker.use(ALLOW_AT_ONCE);
-  const server = new ipc.BrokerServer({ broker, socketPath });
+  const server = new index.BrokerServer({ broker, socketPath });
   await server.listen();
   return {
     async close() {

@@ -14,6 +14,11 @@ import { REPO_ROOT, benchTempDir } from './serve.js';
  */
 const ANSWER = Buffer.from('SANDBOX\n');
 
+/** The one line a baseline server prints on stdout once its socket accepts. */
+function announceReady(socketPath: string): void {
+  process.stdout.write(`${JSON.stringify({ ready: true, socket: socketPath, pid: process.pid })}\n`);
+}
+
 /** Serve in this process (what the child runs). Prints one ready line on stdout. */
 export function serveEcho(socketPath: string): net.Server {
   const server = net.createServer((socket) => {
@@ -25,7 +30,7 @@ export function serveEcho(socketPath: string): net.Server {
       else if (lines > 1) socket.write(Buffer.concat(Array.from({ length: lines }, () => ANSWER)));
     });
   });
-  server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true, socket: socketPath, pid: process.pid })}\n`));
+  server.listen(socketPath, () => announceReady(socketPath));
   process.once('SIGTERM', () => server.close(() => process.exit(0)));
   return server;
 }
@@ -77,7 +82,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (kind === 'echo') serveEcho(socketPath);
   else {
     const server = await serveCore(socketPath, CORE_SESSION);
-    process.stdout.write(`${JSON.stringify({ ready: true, socket: socketPath, pid: process.pid })}\n`);
+    announceReady(socketPath);
     process.once('SIGTERM', () => void server.close().then(() => process.exit(0)));
   }
 }

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { SandboxSession } from '../../src/agent/index.js';
-import { answerAtOnce } from './sandbox-runner.js';
+import { answerAtOnce, loadProduct, type Product } from './sandbox-runner.js';
 import { CLI, REPO_ROOT } from './serve.js';
 import { startPlain, timeProcess, type TimedRun } from './timed-process.js';
 
@@ -74,7 +74,6 @@ class NativeRunner implements Runner {
 }
 
 type AgentModule = typeof import('../../src/index.js');
-type SandboxModule = typeof import('../../src/sandbox/index.js');
 
 /**
  * The same launcher and supervisor as the seccomp runner, but every request is allowed at
@@ -88,11 +87,11 @@ class FloorRunner implements Runner {
   readonly id = 'floor' as const;
   private constructor(
     private readonly ctx: RunnerContext,
-    private readonly sandbox: SandboxModule,
+    private readonly sandbox: Product['sandbox'],
   ) {}
 
   static async open(ctx: RunnerContext): Promise<FloorRunner> {
-    const sandbox = (await import(pathToFileURL(path.join(REPO_ROOT, 'dist', 'sandbox', 'index.js')).href)) as SandboxModule;
+    const { sandbox } = await loadProduct(REPO_ROOT);
     const support = sandbox.checkSandboxSupport();
     if (!support.ok) throw new Error(`the kernel sandbox cannot start here: ${support.message}`);
     return new FloorRunner(ctx, sandbox);

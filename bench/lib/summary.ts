@@ -102,11 +102,13 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
     let line = `${workload.id}: the floor is ${measure} native, ${verdict}`;
     if (brokered) {
       const brokerMs = brokered.medianMs - floor.medianMs;
-      const perRequest = brokered.requests ? `, ${formatMicros((brokerMs * 1000) / brokered.requests)} µs per request` : '';
       if (workload.via === 'cli') line += `; the rest of the CLI adds ${formatMs(brokerMs)} ms over it`;
       // Read workloads ask the broker nothing: what is left is a turn's begin and commit, and noise.
       else if (brokered.requests === 0) line += `; no request reached the broker (seccomp − floor: ${formatMs(brokerMs)} ms)`;
-      else line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
+      else {
+        const perRequest = brokered.requests ? `, ${formatMicros((brokerMs * 1000) / brokered.requests)} µs per request` : '';
+        line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
+      }
     }
     lines.push(`${line}.`);
   }
