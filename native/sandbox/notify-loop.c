@@ -86,6 +86,12 @@ static void finish(struct loop *L, struct bsh_call *c, const char *path, const c
         .newfd = 0,
         .newfd_flags = (c->open_flags & O_CLOEXEC) ? O_CLOEXEC : 0,
     };
+    /*
+     * The kernel marks the call answered before the target takes the fd. If this process
+     * is killed (or stopped, then restarted) inside the ioctl before the target took it,
+     * the fd is dropped and the target's open returns 0, its own stdin: the change itself
+     * was checked and backed up before the open, and the target is left writing to fd 0.
+     */
     int r;
     while ((r = ioctl(L->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add)) < 0 && errno == EINTR) {
     }

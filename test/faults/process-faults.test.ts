@@ -142,7 +142,7 @@ describe('processes killed mid-command', () => {
     expect(backing.backed).toHaveLength(backing.changed.length);
   });
 
-  it('the supervisor killed: the orphaned writer goes on, and none of its changes happens', { timeout: 60_000 }, async () => {
+  it('the supervisor killed: the orphaned writer goes on, and none of its later changes happens', { timeout: 60_000 }, async () => {
     world = await makeWorld('fault-supervisor');
     const { subreaper } = await installScripts(world);
     const session = 'fault-supervisor';
@@ -183,15 +183,22 @@ describe('processes killed mid-command', () => {
     expect(outcomes).toHaveLength(steps.length);
     const firstFailure = outcomes.findIndex((o) => o.result !== 'OK');
     expect(firstFailure).toBeGreaterThanOrEqual(killedAfter);
-    const after = outcomes.slice(firstFailure);
-    // Every modifying call after the kill failed: no listener is left, so the kernel answers ENOSYS.
-    expect(after.length).toBeGreaterThan(files.length);
-    for (const outcome of after) expect(outcome.result, describeRun(result)).toBe('ENOSYS');
+    expect(outcomes.length - firstFailure).toBeGreaterThan(files.length);
+    /*
+     * The step in flight at the kill may end either way. Normally ENOSYS. But when the
+     * supervisor dies inside its ADDFD_FLAG_SEND ioctl before the writer took the fd, the
+     * kernel has already marked the call answered, drops the fd, and the writer's open
+     * returns 0: the writer then writes to its stdin and gets EBADF. Every later step:
+     * no listener is left, so the kernel answers ENOSYS.
+     */
+    expect(['ENOSYS', 'EBADF'], describeRun(result)).toContain(outcomes[firstFailure]?.result);
+    for (const outcome of outcomes.slice(firstFailure + 1)) expect(outcome.result, describeRun(result)).toBe('ENOSYS');
 
+    // Nothing changed without its backup; the in-flight step's open may have truncated its file first.
     const backing = await checkBacking(world.home, session, before);
     expect(backing.unbacked).toEqual([]);
-    expect(backing.changed).toHaveLength(firstFailure);
-    expect(backing.changed).toEqual(files.slice(0, firstFailure));
+    expect([firstFailure, firstFailure + 1]).toContain(backing.changed.length);
+    expect(backing.changed).toEqual(files.slice(0, backing.changed.length));
   });
 
   it('a target killed while its request waits at the broker: dropped, no fd kept, later requests answered', { timeout: 60_000 }, async () => {
