@@ -67,7 +67,14 @@ async function fanoutNames(blobs: string): Promise<string[]> {
   return (await fs.readdir(blobs)).sort();
 }
 
-describe('fan-out directories made ahead', () => {
+/**
+ * Each test makes up to 256 directories and syncs blobs/ up to nine times in a row. On a
+ * disk busy with other writeback one directory sync has taken seconds (a run started
+ * right after a large removal went past 30 s), so these get more than the default.
+ */
+const SYNC_HEAVY = { timeout: 120_000 };
+
+describe('fan-out directories made ahead', SYNC_HEAVY, () => {
   it('after a few made by backups, the other 253 are made and synced in the background', async () => {
     const blobs = await blobsDir();
     const watch = watchBlobSyncs(blobs);
@@ -166,7 +173,7 @@ describe('fan-out directories made ahead', () => {
   });
 });
 
-describe('blob store with fan-out directories made ahead', () => {
+describe('blob store with fan-out directories made ahead', SYNC_HEAVY, () => {
   it('a blob whose known directory was removed is still stored: the directory is made again', async () => {
     const root = await tempDir('bsh-fanout-store-');
     const layout = storeLayout(root);
