@@ -27,6 +27,14 @@ function flagsKey() {
   return `-${(hash >>> 0).toString(16)}`;
 }
 
+// The commands of src/cli/main.ts, kept in step (test/cli/launcher.test.ts checks).
+const COMMANDS = ['run', 'serve', 'backups', 'config', 'doctor'];
+
+/** Which code cache a command line uses: its command's, or one shared by everything else. */
+function cacheScope(word) {
+  return COMMANDS.includes(word) ? word : 'other';
+}
+
 /** The bundle's `main` and a function that saves its code cache, or undefined to use dist/. */
 function loadBundle() {
   if (process.env.BROKERED_SHELL_NO_BUNDLE === '1') return undefined;
@@ -47,12 +55,21 @@ function loadBundle() {
   // V8 checks a cache only against the source's length and its own version and flags: the
   // bundle's id in the name ties the cache to these exact bytes, and runs with other flags
   // (a profiler, NODE_OPTIONS) get their own file instead of rejecting and rewriting this one.
-  const cacheFile = path.join(dir, `cli.${manifest.id}.${process.version}-${process.arch}${flagsKey()}.cache`);
+  // Each command has its own: a cache holds only what its first run compiled, so `run`'s must
+  // not be the one a `--help` made.
+  const base = path.join(dir, `cli.${manifest.id}.${process.version}-${process.arch}${flagsKey()}.${cacheScope(process.argv[2])}`);
+  // A cache made by a run whose broker answered requests holds the request path too.
+  const kinds = [`${base}.requests.cache`, `${base}.cache`];
   let cachedData;
-  try {
-    cachedData = readFileSync(cacheFile);
-  } catch {
-    // No cache yet: made after this run.
+  let cacheFile;
+  for (const file of kinds) {
+    try {
+      cachedData = readFileSync(file);
+      cacheFile = file;
+      break;
+    } catch {
+      // Not made yet: made after this run.
+    }
   }
   const filename = path.join(dir, 'cli.cjs');
   const wrapped = `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
@@ -60,14 +77,19 @@ function loadBundle() {
   const bundle = { exports: {} };
   script.runInThisContext()(bundle.exports, createRequire(filename), bundle, filename, dir);
   const saveCache = () => {
-    if (cachedData !== undefined && !script.cachedDataRejected) return;
+    const rejected = cachedData !== undefined && script.cachedDataRejected;
+    const deeper = bundle.exports.brokerAnsweredRequests?.() === true;
+    if (cachedData !== undefined && !rejected && !(deeper && cacheFile === kinds[1])) return;
     // After the run, so the functions it compiled lazily are in the cache too (a cache made
     // right after compiling costs ~40 ms more per start). A read-only install, or another
     // process writing the same file, just means no cache this time.
-    const temp = `${cacheFile}.${process.pid}.tmp`;
+    const target = deeper ? kinds[0] : kinds[1];
+    const temp = `${target}.${process.pid}.tmp`;
     try {
       writeFileSync(temp, script.createCachedData());
-      renameSync(temp, cacheFile);
+      renameSync(temp, target);
+      // The one read first from now on; a shallower or rejected one would only be read again.
+      if (cacheFile !== undefined && cacheFile !== target) rmSync(cacheFile, { force: true });
     } catch {
       try {
         rmSync(temp, { force: true });

@@ -2,6 +2,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from './exit-codes.js';
 import { describeError, processIo, type Io } from './output.js';
 
+// For the launcher's code cache (bin/brokered-shell.js), read after `main` returns.
+export { brokerAnsweredRequests } from './code-cache.js';
+
 const logFormat = () => new Option('--log-format <format>', 'log lines as JSON or human-readable').choices(['json', 'pretty']).default('json');
 const logLevel = (fallback: string) => new Option('--log-level <level>', 'least severe log level shown').default(process.env.BROKERED_SHELL_LOG_LEVEL ?? fallback);
 

@@ -14,6 +14,7 @@ import { getAuditHooks } from '../plugins/audit.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
 import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
+import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import type { Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
@@ -88,6 +89,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
   }
   if (session.runtimeNotice) io.err(`brokered-shell run: ${session.runtimeNotice}`);
   const denied = collectDenials(session);
+  getAuditHooks(session.broker).record.tap('code-cache', noteBrokerRequest);
   const forwarders = new Map<NodeJS.Signals, () => void>();
   let current: RunningCommand | undefined;
   // Stopping `run` stops the command (the launcher passes the signal on), and the turn is still committed.

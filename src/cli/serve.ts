@@ -6,7 +6,9 @@ import { readPolicyFile } from '../config/policy-file.js';
 import { Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { native, socketFd } from '../native/index.js';
+import { getAuditHooks } from '../plugins/audit.js';
 import { standardPlugins } from '../plugins/standard.js';
+import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, type Io } from './output.js';
 
@@ -40,6 +42,7 @@ export async function serveCommand(io: Io, options: ServeOptions, log: Logger, e
       backup: policy?.backup ?? {},
     }),
   );
+  getAuditHooks(broker).record.tap('code-cache', noteBrokerRequest);
   const partial = Number(env.BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS);
   const server = new BrokerServer({
     broker,

@@ -3,6 +3,7 @@ import { statSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { buildProgram } from '../../src/cli/main.js';
 import { REPO_ROOT, tempDir } from './helpers.js';
 
 // bin/brokered-shell.js runs dist/bundle/cli.cjs (toolchain/bundle-cli.mjs) only while the
@@ -10,6 +11,8 @@ import { REPO_ROOT, tempDir } from './helpers.js';
 // with a stand-in bundle that says who answered tells the two apart.
 const STAND_IN = `'use strict';\nexports.main = async (argv) => { process.stdout.write('bundle:' + argv.slice(2).join(' ') + '\\n'); return 0; };\n`;
 const STAMP_FILES = ['dist/cli/main.js', 'node_modules/.package-lock.json'];
+/** A stand-in whose broker "answered requests" when the command line says `--requests`. */
+const ANSWERING_STAND_IN = `${STAND_IN}exports.brokerAnsweredRequests = () => process.argv.includes('--requests');\n`;
 
 let pkg: string;
 const bundleDir = () => path.join(pkg, 'dist', 'bundle');
@@ -74,6 +77,57 @@ describe('launcher: a current bundle', () => {
     expect(launch('x')).toMatchObject({ status: 0, stdout: 'bundle:x\n' });
     expect((await fs.readFile(cache)).toString('latin1')).not.toBe('not a code cache');
     expect((await fs.stat(cache)).size).toBeGreaterThan(100);
+  });
+});
+
+describe('launcher: one code cache per command, deeper once the broker answered', () => {
+  const mtime = async (name: string) => (await fs.stat(path.join(bundleDir(), name))).mtimeMs;
+
+  it('gives each command its own cache, so `run` never reads one a `--help` made', async () => {
+    await writeBundle();
+    expect(launch('--help')).toMatchObject({ status: 0, stdout: 'bundle:--help\n' });
+    expect(launch('backups', 'list')).toMatchObject({ status: 0 });
+    expect(launch('run', 'true')).toMatchObject({ status: 0 });
+    const suffixes = (await cacheFiles()).map((name) => name.split('.').slice(-2).join('.')).sort();
+    expect(suffixes).toEqual(['backups.cache', 'other.cache', 'run.cache']);
+  });
+
+  it('writes a deeper cache after the first run that made requests, then reads it and writes nothing', async () => {
+    await writeBundle(ANSWERING_STAND_IN);
+    expect(launch('run', 'true')).toMatchObject({ status: 0 });
+    const [shallow] = await cacheFiles();
+    expect(shallow).toMatch(/\.run\.cache$/);
+    expect(launch('run', 'true')).toMatchObject({ status: 0 });
+    expect(await cacheFiles()).toEqual([shallow]);
+
+    expect(launch('run', '--requests')).toMatchObject({ status: 0, stdout: 'bundle:run --requests\n' });
+    const [deep] = await cacheFiles();
+    expect(await cacheFiles()).toHaveLength(1);
+    expect(deep).toMatch(/\.run\.requests\.cache$/);
+    const written = await mtime(deep!);
+    expect(launch('run', 'true')).toMatchObject({ status: 0 });
+    expect(launch('run', '--requests')).toMatchObject({ status: 0 });
+    expect(await cacheFiles()).toEqual([deep]);
+    expect(await mtime(deep!)).toBe(written);
+  });
+
+  it('replaces a deeper cache V8 rejects, and removes it when the new one is shallower', async () => {
+    await writeBundle(ANSWERING_STAND_IN);
+    expect(launch('run', '--requests')).toMatchObject({ status: 0 });
+    const [deep] = await cacheFiles();
+    await fs.writeFile(path.join(bundleDir(), deep!), 'not a code cache');
+    expect(launch('run', 'true')).toMatchObject({ status: 0 });
+    const [shallow, ...others] = await cacheFiles();
+    expect(others).toEqual([]);
+    expect(shallow).toMatch(/\.run\.cache$/);
+    expect((await fs.stat(path.join(bundleDir(), shallow!))).size).toBeGreaterThan(100);
+  });
+
+  it("knows the CLI's commands", async () => {
+    const bin = await fs.readFile(path.join(REPO_ROOT, 'bin', 'brokered-shell.js'), 'utf8');
+    const listed = /const COMMANDS = (\[[^\]]*\]);/.exec(bin)?.[1];
+    const commands = buildProgram({ out: () => undefined, err: () => undefined }, () => undefined).commands.map((command) => command.name());
+    expect(JSON.parse(listed!.replaceAll("'", '"'))).toEqual(commands);
   });
 });
 
