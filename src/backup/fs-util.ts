@@ -96,6 +96,24 @@ export async function mkdirPrivate(dir: string): Promise<void> {
   }
 }
 
+/**
+ * Directories directly under `parent` (which must already be durable), 0700: made one after
+ * another, then one sync of `parent` makes every new name durable at once.
+ */
+export async function mkdirChildrenPrivate(parent: string, dirs: readonly string[]): Promise<void> {
+  let made = false;
+  for (const dir of dirs) {
+    if (path.dirname(dir) !== parent) throw new Error(`${dir} is not directly under ${parent}`);
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+      made = true;
+    } catch (error) {
+      if (errorCode(error) !== 'EEXIST') throw error;
+    }
+  }
+  if (made) await fsyncDir(parent);
+}
+
 export async function removeQuietly(file: string): Promise<void> {
   await fs.rm(file, { force: true }).catch(() => undefined);
 }

@@ -6,7 +6,7 @@ import { silentLogger, type Logger } from '../core/logger.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
 import { buildAbsentEntry, buildDirectoryEntry, buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
-import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirPrivate, removeQuietly, settleAll } from './fs-util.js';
+import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly, settleAll } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type TurnRecord } from './manifest-io.js';
@@ -197,10 +197,11 @@ export class SessionBackupStore {
     const root = sessionBackupDir(path.resolve(options.home), sessionId);
     const store = new SessionBackupStore({ ...options, home: path.resolve(options.home), sessionId }, root);
     try {
-      for (const dir of [store.layout.root, store.layout.blobs, store.layout.turns, store.layout.tmp]) {
-        await mkdirPrivate(dir);
-        await fs.chmod(dir, 0o700);
-      }
+      const { blobs, turns, tmp } = store.layout;
+      await mkdirPrivate(store.layout.root);
+      // A new session's three directories cost one sync of its root, not one each.
+      await mkdirChildrenPrivate(store.layout.root, [blobs, turns, tmp]);
+      for (const dir of [store.layout.root, blobs, turns, tmp]) await fs.chmod(dir, 0o700);
       await store.#removeStaleTemps();
       // Tidying only (readers ignore them): never a reason to refuse the store.
       await removeStaleJournals(store.layout, sessionId).catch(() => undefined);

@@ -6,7 +6,7 @@
  * kill -9 leaves under 'turn' is store-crash.test.ts's subject.
  */
 import fs from 'node:fs/promises';
-import nodeFs, { readFileSync, readlinkSync } from 'node:fs';
+import nodeFs, { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -174,6 +174,42 @@ describe('backup durability', () => {
     store.configure({ enabled: true, fileBackupMaxSizeMB: 5, durability: 'each' });
     expect(store.durability).toBe('turn');
     expect(store.settings).toEqual({ enabled: true, fileBackupMaxSizeMB: 5, oversize: 'deny' });
+  });
+
+  it("a new store's directories are durable when it opens: its root's three with one sync of the root", async () => {
+    const { home } = await world(0);
+    const seen: Array<{ dir: string; names: string[] }> = [];
+    const { fsync } = nodeFs;
+    nodeFs.fsync = ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+      const dir = readlinkSync(`/proc/self/fd/${fd}`);
+      let names: string[] = [];
+      try {
+        names = readdirSync(dir);
+      } catch {
+        // A file's sync, not a directory's.
+      }
+      seen.push({ dir, names });
+      fsync(fd, done);
+    }) as typeof nodeFs.fsync;
+    let store: SessionBackupStore;
+    try {
+      store = await open(home);
+    } finally {
+      nodeFs.fsync = fsync;
+    }
+    const { root, blobs, turns, tmp } = store.layout;
+    const rootSyncs = seen.filter((sync) => sync.dir === root);
+    expect(rootSyncs).toHaveLength(1);
+    expect(rootSyncs[0]?.names.sort()).toEqual(['blobs', 'tmp', 'turns']);
+    // Every directory made on the way, from the home down, was named in a sync of its parent.
+    for (let dir = root; dir !== path.dirname(home); dir = path.dirname(dir)) {
+      expect(seen.some((sync) => sync.dir === path.dirname(dir) && sync.names.includes(path.basename(dir))), dir).toBe(true);
+    }
+    for (const dir of [root, blobs, turns, tmp]) expect((await fs.stat(dir)).mode & 0o777).toBe(0o700);
+
+    await store.close();
+    opened.splice(opened.indexOf(store), 1);
+    expect(await syncsDuring(() => open(home))).toEqual({ sync: 0, datasync: 0 });
   });
 
   it('an unknown durability refuses to open the store', async () => {
