@@ -120,15 +120,24 @@ export async function removeQuietly(file: string): Promise<void> {
 
 /**
  * Write a whole file so readers see the old or the new content, never a mix: temp file
- * in `tmpDir` (same file system as `target`), fsync, rename, fsync the directory.
+ * in `tmpDir` (same file system as `target`), fsync, rename, fsync the directory. With
+ * `sync: false` neither sync (the page cache keeps it through a kill of this process).
+ * `alongside` (another sync the file depends on) starts once the file has its name, with
+ * the directory's sync, so one commit of the file system's journal can serve both.
  */
-export async function writeFileAtomic(target: string, data: string | Uint8Array, tmpDir: string): Promise<void> {
+export async function writeFileAtomic(
+  target: string,
+  data: string | Uint8Array,
+  tmpDir: string,
+  options: { sync?: boolean; alongside?: (() => Promise<void>) | undefined } = {},
+): Promise<void> {
+  const sync = options.sync !== false;
   const tmp = path.join(tmpDir, tempName('w-'));
   try {
     const handle = await fs.open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
     try {
       await handle.writeFile(data);
-      await handle.sync();
+      if (sync) await handle.sync();
     } finally {
       await handle.close();
     }
@@ -137,7 +146,7 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array,
     await removeQuietly(tmp);
     throw error;
   }
-  await fsyncDir(path.dirname(target));
+  await settleAll([sync ? fsyncDir(path.dirname(target)) : undefined, options.alongside?.()]);
 }
 
 /**

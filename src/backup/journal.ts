@@ -31,8 +31,9 @@ import {
  * Some lines are appended without their own fdatasync (an `absent` entry: losing it in a
  * crash only leaves a created file behind on rewind, it loses no data); the next synced
  * append or the commit makes them durable, since fdatasync flushes the whole file.
- * The journal is only ever created whole (temp file, fsync, rename), so it always starts
- * with a complete header. The last line may be torn by a crash in the middle of an
+ * The journal is only ever created whole (temp file, fsync, rename), by the turn's first
+ * entry, so it always starts with a complete header; a turn that records nothing has no
+ * journal and, once committed, only its manifest. The last line may be torn by a crash in the middle of an
  * append; that backup was never acknowledged, so the line is ignored (with a warning) and
  * never trusted. Any other unreadable line makes the turn damaged.
  *
@@ -96,13 +97,19 @@ export function journalText(header: JournalHeader, entries: Iterable<TurnEntry>,
 }
 
 /**
- * Create or replace a journal whole and durably (temp, fsync, rename, fsync `turns/`).
- * Used when a turn starts, and to repair a journal after a failed append or a torn tail.
- * Returns its length in bytes.
+ * Create or replace a journal whole (temp, fsync, rename, fsync `turns/`; no sync with
+ * `sync: false`), running `alongside` as writeFileAtomic does. Used by a turn's first
+ * backup, and to repair a journal after a failed append or a torn tail. Returns its
+ * length in bytes.
  */
-export async function writeJournal(layout: StoreLayout, turnId: string, text: string): Promise<number> {
+export async function writeJournal(
+  layout: StoreLayout,
+  turnId: string,
+  text: string,
+  options: { sync?: boolean; alongside?: (() => Promise<void>) | undefined } = {},
+): Promise<number> {
   const data = Buffer.from(text, 'utf8');
-  await writeFileAtomic(journalPath(layout, turnId), data, layout.tmp);
+  await writeFileAtomic(journalPath(layout, turnId), data, layout.tmp, options);
   return data.length;
 }
 

@@ -240,26 +240,13 @@ export class SessionBackupStore {
   }
 
   /**
-   * Record when a turn started and write its journal's header (optional: the first backup
-   * or the commit starts it otherwise). Only loading the turn can fail this: a journal
-   * that cannot be written is logged, and the first backup tries again (and fails closed).
+   * Record when a turn started. Nothing is written yet: the first backup writes the
+   * journal whole (header and line, synced), and a turn that backs nothing up leaves
+   * only its manifest at the commit: there is nothing of it to recover before then, and
+   * no blob for a journal to keep from the GC. Only loading the turn can fail this.
    */
   async beginTurn(turnId: string, options: BeginTurnOptions = {}): Promise<TurnManifest> {
-    const id = validateTurnId(turnId);
-    const loading = this.#turnFor(id, options);
-    const turn = await loading;
-    if (turn.journalBytes === undefined) {
-      await this.#exclusively(async () => {
-        // Unless a backup or the commit got here first.
-        if (this.#turns.get(id) !== loading || turn.journalBytes !== undefined) return;
-        try {
-          turn.journalBytes = await writeJournal(this.layout, id, journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest)));
-        } catch (error) {
-          this.#log.warn({ phase: 'backup', turnId: id, err: error }, 'cannot write the journal of a new turn; the first backup will try again');
-        }
-      });
-    }
-    return turn.manifest;
+    return (await this.#turnFor(validateTurnId(turnId), options)).manifest;
   }
 
   /**
@@ -481,17 +468,16 @@ export class SessionBackupStore {
 
   /**
    * Append the deferred lines and `line` with one write (fdatasync'd when `sync`), or write
-   * the journal whole (always synced) when it does not exist or an earlier write failed.
-   * Runs inside #exclusively.
+   * the journal whole (synced when `sync`) when it does not exist yet (a turn's first
+   * backup) or an earlier write failed. Runs inside #exclusively.
    */
   async #writeLines(turnId: string, turn: OpenTurn, line: string, sync: boolean, alongside?: () => Promise<void>): Promise<void> {
     try {
       if (turn.journalBytes === undefined) {
         // Memory holds the deferred entries too: the whole journal includes them.
         const whole = journalText(journalHeaderOf(turn.manifest), turnEntries(turn.manifest), line);
-        // Settled both before going on: a journal rewrite still running must not race the next one.
-        [turn.journalBytes] = await settleAll([writeJournal(this.layout, turnId, whole), alongside?.()]);
-        turn.unsynced = false;
+        turn.journalBytes = await writeJournal(this.layout, turnId, whole, { sync, alongside });
+        turn.unsynced = !sync;
       } else {
         const text = turn.deferred.join('') + line;
         turn.journalBytes = await appendJournalLine(journalPath(this.layout, turnId), text, turn.journalBytes, { sync, alongside });

@@ -180,26 +180,32 @@ describe('blob writes', () => {
     expect(journal.files).toEqual([first, second]);
   });
 
-  it('appends one line per backup to the journal beginTurn created, never rewriting it', async () => {
+  it('writes nothing when a turn begins; its first backup writes the journal, each later one appends a line to that file', async () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();
     await store.beginTurn(turnId);
+    expect(await filesUnder(path.join(store.root, 'turns'))).toEqual([]);
     const journal = path.join(store.root, 'turns', `${turnId}.journal`);
-    const header = await fs.readFile(journal, 'utf8');
-    expect(header.split('\n')).toHaveLength(2);
-    const { ino } = await fs.stat(journal);
-    let expected = header;
+    let expected = '';
+    let ino: number | undefined;
     for (const name of ['a', 'b', 'c']) {
       await fs.writeFile(path.join(work, name), name);
       const entry = await store.backup(path.join(work, name), { turnId, operation: 'open' });
-      expected += `${JSON.stringify(entry)}\n`;
-      expect(await fs.readFile(journal, 'utf8')).toBe(expected);
+      if (ino === undefined) {
+        // The header and the first entry.
+        expected = await fs.readFile(journal, 'utf8');
+        expect(expected.split('\n')).toEqual([expect.any(String), JSON.stringify(entry), '']);
+        ino = (await fs.stat(journal)).ino;
+      } else {
+        expected += `${JSON.stringify(entry)}\n`;
+        expect(await fs.readFile(journal, 'utf8')).toBe(expected);
+      }
     }
     // The same file all along (appended to, not replaced by a rename).
     expect((await fs.stat(journal)).ino).toBe(ino);
   });
 
-  it('does not fail a turn start when its journal cannot be written; the first backup writes it', async () => {
+  it('a turn start writes nothing, so a broken tmp/ cannot fail it; the first backup writes the journal', async () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();
     await fs.rm(path.join(store.root, 'tmp'), { recursive: true });

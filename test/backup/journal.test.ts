@@ -33,20 +33,21 @@ async function backedUp(names: string[]) {
 }
 
 describe('open turns on disk', () => {
-  it('beginTurn writes the journal header; each backup adds one line; no manifest until the commit', async () => {
+  it('the first backup writes the journal with the header beginTurn recorded; each backup adds one line; no manifest until the commit', async () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();
     await store.beginTurn(turnId, { startedAt: '2026-05-06T07:08:09.000Z' });
-    const empty = await openTurnOnDisk(store.root, turnId);
-    expect(empty.lines).toHaveLength(1);
-    expect(empty.header).toEqual({ journal: 1, id: turnId, sessionId: 'session-1', kind: 'turn', startedAt: '2026-05-06T07:08:09.000Z' });
+    // A turn that backs nothing up has nothing to recover: it writes nothing until the commit.
+    await expect(openTurnOnDisk(store.root, turnId)).rejects.toThrow();
     await fs.writeFile(path.join(work, 'a'), 'A');
     await fs.writeFile(path.join(work, 'b'), 'B');
     const a = await store.backup(path.join(work, 'a'), { turnId, operation: 'open' });
     const b = await store.backup(path.join(work, 'b'), { turnId, operation: 'delete', toolCallId: 'call-7' });
     const journal = await openTurnOnDisk(store.root, turnId);
+    expect(journal.header).toEqual({ journal: 1, id: turnId, sessionId: 'session-1', kind: 'turn', startedAt: '2026-05-06T07:08:09.000Z' });
     expect(journal.lines).toHaveLength(3);
     expect(journal.files).toEqual([a, b]);
+    await expect(fs.access(path.join(store.root, 'turns', `${turnId}.json`))).rejects.toThrow();
   });
 
   it('lists an open turn with committedAt null and its files, from another process’s view', async () => {
@@ -451,7 +452,10 @@ describe('fsyncs per backup', () => {
       return file;
     };
     const first = await newFile('first', 'first content');
-    expect(await syncsDuring(() => store.backup(first, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
+    // The turn's first backup writes its journal whole: the journal's fsync and turns/' instead of a line's fdatasync.
+    expect(await syncsDuring(() => store.backup(first, { turnId, operation: 'open' }))).toEqual({ fsync: 4, fdatasync: 0 });
+    const second = await newFile('second', 'second content');
+    expect(await syncsDuring(() => store.backup(second, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
     const same = await newFile('same', 'first content');
     // A reused blob gets an fdatasync and its directory an fsync (the blob may have been written unsynced under
     // durability 'turn', or its name left unsynced by a backup that failed; on disk already, they wait for nothing).
@@ -461,6 +465,6 @@ describe('fsyncs per backup', () => {
     await store.blobs.fanouts.preparing;
     const late = await newFile('late', 'late content');
     expect(await syncsDuring(() => store.backup(late, { turnId, operation: 'open' }))).toEqual({ fsync: 2, fdatasync: 1 });
-    expect((await store.readTurn(turnId)).files).toHaveLength(203);
+    expect((await store.readTurn(turnId)).files).toHaveLength(204);
   });
 });

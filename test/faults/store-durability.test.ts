@@ -94,9 +94,10 @@ describe('backup durability', () => {
     const during = await syncsDuring(async () => {
       for (const file of files) await store.backup(file, { turnId: TURN, operation: 'open' });
     });
-    // Per backup: the blob (fsync), its directory (fsync), the journal line (fdatasync).
-    expect(during.sync).toBeGreaterThanOrEqual(2 * FILES);
-    expect(during.datasync).toBeGreaterThanOrEqual(FILES);
+    // Per backup: the blob (fsync), its directory (fsync), the journal line (fdatasync); the
+    // first writes the journal whole instead of a line (the journal's fsync and turns/').
+    expect(during.sync).toBeGreaterThanOrEqual(2 * FILES + 2);
+    expect(during.datasync).toBeGreaterThanOrEqual(FILES - 1);
     expect(store.blobs.pendingSyncs).toBe(0);
   });
 
