@@ -33,9 +33,9 @@ import {
  * append or the commit makes them durable, since fdatasync flushes the whole file.
  * The journal is only ever created whole (temp file, fsync, rename), by the turn's first
  * entry, so it always starts with a complete header; a turn that records nothing has no
- * journal and, once committed, only its manifest. The last line may be torn by a crash in the middle of an
- * append; that backup was never acknowledged, so the line is ignored (with a warning) and
- * never trusted. Any other unreadable line makes the turn damaged.
+ * journal and, once committed, only its manifest. The last line may be torn by a crash
+ * in the middle of an append; that backup was never acknowledged, so the line is ignored
+ * (with a warning) and never trusted. Any other unreadable line makes the turn damaged.
  *
  * The commit writes `turns/<turn-id>.json` (the manifest, with after-states) once and then
  * removes the journal; a journal left beside a committed manifest is stale and ignored.

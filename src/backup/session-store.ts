@@ -241,9 +241,10 @@ export class SessionBackupStore {
 
   /**
    * Record when a turn started. Nothing is written yet: the first backup writes the
-   * journal whole (header and line, synced), and a turn that backs nothing up leaves
-   * only its manifest at the commit: there is nothing of it to recover before then, and
-   * no blob for a journal to keep from the GC. Only loading the turn can fail this.
+   * journal whole (header and line, synced as the durability asks), and a turn that
+   * backs nothing up leaves only its manifest at the commit: there is nothing of it to
+   * recover before then, and no blob for a journal to keep from the GC. Only loading the
+   * turn can fail this.
    */
   async beginTurn(turnId: string, options: BeginTurnOptions = {}): Promise<TurnManifest> {
     return (await this.#turnFor(validateTurnId(turnId), options)).manifest;
