@@ -37,7 +37,7 @@ describe('open turns on disk', () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();
     await store.beginTurn(turnId, { startedAt: '2026-05-06T07:08:09.000Z' });
-    // A turn that backs nothing up has nothing to recover: it writes nothing until the commit.
+    // Before its first backup a turn has nothing to recover, and nothing of it is on disk.
     await expect(openTurnOnDisk(store.root, turnId)).rejects.toThrow();
     await fs.writeFile(path.join(work, 'a'), 'A');
     await fs.writeFile(path.join(work, 'b'), 'B');
