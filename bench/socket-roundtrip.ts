@@ -187,23 +187,19 @@ export async function runSocketRoundtrip(options: RoundtripOptions): Promise<Rou
     results,
   };
 
-  if (selected(ECHO_CASE)) {
-    options.log('echo baseline');
-    const echo = await startBaselineServer();
+  // The baselines, each in a server process of its own: the echo server, then the product's server and core alone.
+  const baselines: ReadonlyArray<[CaseSpec, 'echo' | 'core']> = [
+    [ECHO_CASE, 'echo'],
+    [CORE_CASE, 'core'],
+  ];
+  for (const [spec, kind] of baselines) {
+    if (!selected(spec)) continue;
+    options.log(`${kind} baseline`);
+    const server = await startBaselineServer([], kind);
     try {
-      results.push(...(await measure(echo.socket, echo.pid, ECHO_CASE, options)));
+      results.push(...(await measure(server.socket, server.pid, spec, options)));
     } finally {
-      await echo.stop();
-    }
-  }
-
-  if (selected(CORE_CASE)) {
-    options.log('server and core only');
-    const core = await startBaselineServer([], 'core');
-    try {
-      results.push(...(await measure(core.socket, core.pid, CORE_CASE, options)));
-    } finally {
-      await core.stop();
+      await server.stop();
     }
   }
 

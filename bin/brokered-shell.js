@@ -58,11 +58,12 @@ function loadBundle() {
   // Each command has its own: a cache holds only what its first run compiled, so `run`'s must
   // not be the one a `--help` made.
   const base = path.join(dir, `cli.${manifest.id}.${process.version}-${process.arch}${flagsKey()}.${cacheScope(process.argv[2])}`);
-  // A cache made by a run whose broker answered requests holds the request path too.
-  const kinds = [`${base}.requests.cache`, `${base}.cache`];
+  // A cache made by a run whose broker answered requests holds the request path too: read first.
+  const deepCache = `${base}.requests.cache`;
+  const shallowCache = `${base}.cache`;
   let cachedData;
   let cacheFile;
-  for (const file of kinds) {
+  for (const file of [deepCache, shallowCache]) {
     try {
       cachedData = readFileSync(file);
       cacheFile = file;
@@ -79,11 +80,11 @@ function loadBundle() {
   const saveCache = () => {
     const rejected = cachedData !== undefined && script.cachedDataRejected;
     const deeper = bundle.exports.brokerAnsweredRequests?.() === true;
-    if (cachedData !== undefined && !rejected && !(deeper && cacheFile === kinds[1])) return;
+    if (cachedData !== undefined && !rejected && !(deeper && cacheFile === shallowCache)) return;
     // After the run, so the functions it compiled lazily are in the cache too (a cache made
     // right after compiling costs ~40 ms more per start). A read-only install, or another
     // process writing the same file, just means no cache this time.
-    const target = deeper ? kinds[0] : kinds[1];
+    const target = deeper ? deepCache : shallowCache;
     const temp = `${target}.${process.pid}.tmp`;
     try {
       writeFileSync(temp, script.createCachedData());

@@ -98,6 +98,7 @@ class FloorRunner implements Runner {
   }
 
   async run(command: string, cwd: string): Promise<RunResult> {
+    // A bare count, not RequestCounter: its clock reads per request would raise the floor.
     let requests = 0;
     const timed = await timeProcess(() => {
       const started = this.sandbox.spawnSandboxed({
