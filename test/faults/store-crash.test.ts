@@ -139,6 +139,8 @@ describe('the store under kill -9', () => {
         if (cycle.midBackup) stats.midBackup++;
         for (const entry of cycle.acked) acked.set(entry.path, entry.sha256);
         await expectBlobsIntact(root, checked);
+        // A turn's journal is written by its first backup: killed before one, the turn is not on disk yet.
+        if (acked.size === 0 && (await new BackupHome({ home }).listTurns({ sessionId })).length === 0) continue;
         const turn = await openTurn(home, sessionId);
         const recorded = new Map(turn.files.map((f) => [f.path, f.sha256]));
         for (const [file, hash] of acked) expect(recorded.get(file), `acknowledged backup of ${file}`).toBe(hash);
