@@ -5,9 +5,12 @@
 # bubblewrap, socat, ripgrep: what @anthropic-ai/sandbox-runtime (srt), the peer in
 # `npm run bench`, needs.
 # clang, libclang-rt-dev: libFuzzer for the native fuzz targets (bench/fuzz/run.sh).
-# e2fsprogs: chattr/lsattr, with which the bench spreads its runs' directories (bench/lib/spread-dirs.ts).
+# e2fsprogs: chattr/lsattr, with which the bench spreads its runs' directories (bench/lib/spread-dirs.ts),
+# and filefrag, with which test/backup/reflink.test.ts sees a blob's shared extents.
+# xfsprogs: mkfs.xfs for a reflink file system on a loop device (bench/lib/xfs-image.ts): the backup
+# store's clone path, tested and measured on machines whose own disk cannot clone.
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev e2fsprogs)
+packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev e2fsprogs xfsprogs)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
