@@ -153,6 +153,7 @@ function backupTable(rows: readonly BackupRow[]): string {
   return markdownTable<BackupRow>(
     [
       { header: 'backup', value: (r) => (r.mode === 'copy' ? 'copy (reflink off)' : 'reflink (FICLONE)') },
+      { header: 'where', value: (r) => r.where },
       { header: 'files × size', align: 'right', value: (r) => (r.files === undefined ? '–' : `${r.files} × ${r.fileMiB} MiB`) },
       { header: 'ms / MiB (median)', align: 'right', value: (r) => (r.unavailable ?? (r.msPerMiB === undefined ? '–' : formatMs(r.msPerMiB))) },
       { header: 'MiB/s', align: 'right', value: (r) => (r.mibPerSec === undefined ? (r.unavailable ? 'n/a' : '–') : formatNumber(r.mibPerSec, 0)) },
