@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
 import { constants, copyFileSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -200,6 +201,9 @@ async function measureBackups(product: Product, dir: string, where: string, mode
     writeFileSync(file, content);
     return file;
   });
+  // On disk before they are backed up, as a command's files usually are: a clone of a file
+  // still being written back would wait for that writeback, which a copy from the page cache does not.
+  execFileSync('sync', ['--file-system', work]);
   const store = await product.index.SessionBackupStore.open({ home: path.join(dir, `home-${mode}`), sessionId: 'bench', reflink: mode === 'reflink' });
   try {
     const turnId = '20260101-000000-bench0';
