@@ -87,7 +87,9 @@ const COPY_ATTEMPTS = 3;
 export class BlobStore {
   readonly #layout: StoreLayout;
   readonly #faults: BlobFaults | undefined;
-  #reflink: boolean;
+  readonly #reflink: boolean;
+  /** Devices of source file systems from which a clone into the store failed: copied from then on. */
+  readonly #cannotClone = new Set<bigint>();
   readonly #spares: SpareTemps;
   readonly #fanouts: FanoutDirs;
   /** Blobs written or reused without a sync since the last `syncPending` (durability 'turn'). */
@@ -158,7 +160,7 @@ export class BlobStore {
       if (!before.isFile() || !sameIdentity(before, seen)) throw new SourceChanged(`${file} was replaced`);
       if (before.size > BigInt(maxBytes)) throw new SourceTooLarge(`${file} is ${before.size} bytes`);
       let sourceHash: string | undefined;
-      if (!(this.#reflink && (await this.#tryReflink(file, tmp)))) {
+      if (!(this.#reflink && !this.#cannotClone.has(before.dev) && (await this.#tryReflink(file, tmp, before.dev)))) {
         sourceHash = await streamCopy(source, tmp, maxBytes);
       }
       await this.#faults?.afterCopy?.(tmp);
@@ -182,15 +184,17 @@ export class BlobStore {
     }
   }
 
-  /** A copy-on-write clone when the file system can; false when it cannot. */
-  async #tryReflink(file: string, tmp: string): Promise<boolean> {
+  /** A copy-on-write clone when the file systems can; false when they cannot. */
+  async #tryReflink(file: string, tmp: string, sourceDevice: bigint): Promise<boolean> {
     try {
       await fs.copyFile(file, tmp, C.COPYFILE_EXCL | C.COPYFILE_FICLONE_FORCE);
     } catch (error) {
       const code = errorCode(error);
       if (code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'EXDEV' || code === 'EINVAL' || code === 'ENOSYS' || code === 'ENOTTY') {
         await removeQuietly(tmp);
-        this.#reflink = false; // one failure says enough about this file system
+        // Says enough about cloning from this file system, not from others: a file on a tmpfs
+        // /tmp (EXDEV) must not turn clones off for a workspace on the store's own file system.
+        this.#cannotClone.add(sourceDevice);
         return false;
       }
       throw error;

@@ -91,19 +91,24 @@ describe('backups on a file system that clones', () => {
     expect(sha(await fs.readFile(path.join(store.root, bigEntry!.blob!)))).toBe(sha(await fs.readFile(big)));
   });
 
-  it('falls back to a copy when the file lives on another file system (EXDEV)', async () => {
-    const { store } = await setUp('cross-device');
+  it('copies a file that lives on another file system (EXDEV), and still clones the next one that does not', async () => {
+    const { work, store } = await setUp('cross-device');
     const elsewhere = await fs.mkdtemp('/dev/shm/bsh-reflink-');
     try {
-      const file = path.join(elsewhere, 'big.bin');
-      const original = randomBytes(1024 * 1024);
-      await fs.writeFile(file, original);
+      const outside = path.join(elsewhere, 'big.bin');
+      const inside = path.join(work, 'big.bin');
+      await fs.writeFile(outside, randomBytes(1024 * 1024));
+      await fs.writeFile(inside, randomBytes(1024 * 1024));
+      const turnId = newTurnId();
 
-      const entry = await store.backup(file, { turnId: newTurnId(), operation: 'open' });
+      const outsideEntry = await store.backup(outside, { turnId, operation: 'open' });
+      const insideEntry = await store.backup(inside, { turnId, operation: 'open' });
 
-      const blob = path.join(store.root, entry!.blob!);
-      expect(extentsShared(blob)).toBe(false);
-      expect(sha(await fs.readFile(blob))).toBe(sha(original));
+      const outsideBlob = path.join(store.root, outsideEntry!.blob!);
+      expect(extentsShared(outsideBlob)).toBe(false);
+      expect(sha(await fs.readFile(outsideBlob))).toBe(sha(await fs.readFile(outside)));
+      // A /tmp on tmpfs, say, says nothing about the workspace's own file system.
+      expect(extentsShared(path.join(store.root, insideEntry!.blob!))).toBe(true);
     } finally {
       await fs.rm(elsewhere, { recursive: true, force: true });
     }
