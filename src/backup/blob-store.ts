@@ -105,8 +105,7 @@ export class BlobStore {
 
   /** The store is closing: remove the spare temp files, make nothing more ahead, and wait for what is in flight. */
   async close(): Promise<void> {
-    this.#spares.drop();
-    await this.#fanouts.stop();
+    await Promise.all([this.#spares.stop(), this.#fanouts.stop()]);
   }
 
   /** The fan-out directories (for tests and benchmarks). */

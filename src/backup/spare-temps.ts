@@ -21,7 +21,8 @@ export class SpareTemps {
   readonly #dir: string;
   #want: number;
   readonly #ready: string[] = [];
-  #refilling = false;
+  /** The refill in flight: one at a time. */
+  #filling: Promise<void> | undefined;
 
   constructor(dir: string, want: number) {
     this.#dir = dir;
@@ -42,18 +43,21 @@ export class SpareTemps {
     return found;
   }
 
-  /** Remove the spares that are ready and make no more (the store is closing). */
-  drop(): void {
+  /**
+   * Make no more and remove the spares that are ready (the store is closing); resolves once
+   * none is left being made, so nothing appears in the directory after.
+   */
+  async stop(): Promise<void> {
     this.#want = 0;
     for (const file of this.#ready.splice(0)) rmSync(file, { force: true });
+    await this.#filling;
   }
 
   /** Make spares until `want` are ready; one refill at a time, errors only end it (the caller falls back). */
   refill(): void {
-    if (this.#refilling || this.#want === 0) return;
-    this.#refilling = true;
-    void this.#fill().finally(() => {
-      this.#refilling = false;
+    if (this.#filling !== undefined || this.#want === 0) return;
+    this.#filling = this.#fill().finally(() => {
+      this.#filling = undefined;
     });
   }
 
@@ -64,7 +68,7 @@ export class SpareTemps {
         // Created read-only: no descriptor open for writing lingers (the file system stays remountable read-only).
         const handle = await fs.open(file, C.O_RDONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
         await handle.close();
-        if (this.#want === 0) rmSync(file, { force: true }); // dropped meanwhile
+        if (this.#want === 0) rmSync(file, { force: true }); // stopped meanwhile
         else this.#ready.push(file);
       }
     } catch {

@@ -50,10 +50,15 @@ export async function turn(
   change: () => Promise<void>,
 ): Promise<TurnManifest> {
   const store = await openAt(home, sessionId, iso);
-  await store.beginTurn(turnId, { startedAt: iso });
-  for (const p of paths) await store.backup(p, { turnId, operation: 'open' });
-  await change();
-  return store.commitTurn(turnId, `turn ${turnId}`);
+  try {
+    await store.beginTurn(turnId, { startedAt: iso });
+    for (const p of paths) await store.backup(p, { turnId, operation: 'open' });
+    await change();
+    return await store.commitTurn(turnId, `turn ${turnId}`);
+  } finally {
+    // Quiet before the caller looks at the home: no spare temp still being made.
+    await store.close();
+  }
 }
 
 /**

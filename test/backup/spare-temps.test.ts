@@ -106,4 +106,18 @@ describe('spare temp files', () => {
     const stats = await fs.lstat(taken);
     expect([stats.isFile(), stats.size, stats.mode & 0o777]).toEqual([true, 0, 0o600]);
   });
+
+  it('stop() resolves once no spare is being made: the directory is empty then and stays so', async () => {
+    for (let round = 0; round < 20; round++) {
+      const tmp = await tempDir('bsh-spares-stop-');
+      const spares = new SpareTemps(tmp, 4);
+      spares.refill();
+      await new Promise((resolve) => setImmediate(resolve)); // a create is on the thread pool now
+      await spares.stop();
+      expect(await sparesIn(tmp)).toEqual([]);
+      spares.refill();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(await sparesIn(tmp)).toEqual([]);
+    }
+  });
 });
