@@ -162,25 +162,25 @@ export function reflinkSupport(dir: string): true | string {
 export async function backupRows(product: Product, files: number, fileMiB: number, log: (line: string) => void): Promise<BackupRow[]> {
   const base = benchTempDir('bsh-backup-mib-');
   try {
-    mkdirSync(path.join(base, 'work'), { recursive: true });
-    const support = reflinkSupport(path.join(base, 'work'));
-    const where = 'temp dir';
-    const rows: BackupRow[] = [await measureBackups(product, base, where, 'copy', files, fileMiB, log)];
+    const support = reflinkSupport(base);
+    const tempDir = 'temp dir';
+    const rows: BackupRow[] = [await measureBackups(product, base, tempDir, 'copy', files, fileMiB, log)];
     if (support === true) {
-      rows.push(await measureBackups(product, base, where, 'reflink', files, fileMiB, log));
+      rows.push(await measureBackups(product, base, tempDir, 'reflink', files, fileMiB, log));
       return rows;
     }
-    rows.push({ mode: 'reflink', where, unavailable: `n/a: no FICLONE here (${support})` });
+    rows.push({ mode: 'reflink', where: tempDir, unavailable: `n/a: no FICLONE here (${support})` });
+    const xfs = 'XFS image (loop device)';
     let image: ReflinkMount;
     try {
       // Room for both modes' sources and their copies, and the file system's own log.
       image = mountReflinkImage(Math.max(512, 4 * files * fileMiB + 256));
     } catch (error) {
-      rows.push({ mode: 'reflink', where: 'XFS image', unavailable: `n/a: ${(error as Error).message}` });
+      rows.push({ mode: 'reflink', where: xfs, unavailable: `n/a: ${(error as Error).message}` });
       return rows;
     }
     try {
-      for (const mode of ['copy', 'reflink'] as const) rows.push(await measureBackups(product, image.dir, 'XFS image (loop device)', mode, files, fileMiB, log));
+      for (const mode of ['copy', 'reflink'] as const) rows.push(await measureBackups(product, image.dir, xfs, mode, files, fileMiB, log));
     } finally {
       image.release();
     }
