@@ -6,6 +6,7 @@ import {
   BackupHome,
   validateSessionId,
   type BackupEntry,
+  type DirectoryEntry,
   type RestoreReport,
   type RewindReport,
   type SessionBackupStore,
@@ -140,10 +141,26 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   ]);
   // Paths without content: what the turn created (a rewind removes it) and directories (mode and times kept).
   for (const entry of structure) {
-    rows.push([entry.operation, entry.kind === 'absent' ? '(created)' : '(directory)', entry.kind === 'directory' ? octal(entry.mode) : '-', '-', entry.path]);
+    rows.push([entry.operation, entry.kind === 'absent' ? '(created)' : `(${directoryFate(entry)})`, entry.kind === 'directory' ? octal(entry.mode) : '-', '-', entry.path]);
   }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));
   return ExitCode.OK;
+}
+
+/**
+ * What became of a directory the turn recorded. The operation is the one that touched it or
+ * a name in it, so `delete` on a directory that is still there means something in it went.
+ */
+function directoryFate(entry: DirectoryEntry): string {
+  const after = entry.after;
+  if (after === null) return 'directory';
+  if (after.type === 'absent') return 'directory, removed';
+  if (after.type !== 'other' || after.fileType !== 'directory') return 'directory, replaced';
+  const changed = [
+    after.mode !== undefined && after.mode !== entry.mode ? 'mode' : '',
+    (after.uid !== undefined && after.uid !== entry.uid) || (after.gid !== undefined && after.gid !== entry.gid) ? 'owner' : '',
+  ].filter(Boolean);
+  return changed.length > 0 ? `directory, ${changed.join(' and ')} changed` : 'directory, kept';
 }
 
 export async function diffCommand(io: Io, ref: string, path: string | undefined, options: { color?: boolean }, env = process.env): Promise<number> {

@@ -174,6 +174,26 @@ describe('backups show', () => {
     expect(lines.find((l) => l.endsWith(path.join(work, 'b.txt')))).toMatch(/^delete\s+7 B\s+0604\s/);
   });
 
+  it('human output: a directory row says whether the directory went, stayed or changed mode', async () => {
+    const workspace = await tempDir('bsh-cli-dirs-');
+    await fs.mkdir(path.join(workspace, 'gone', 'sub'), { recursive: true });
+    await fs.writeFile(path.join(workspace, 'gone', 'sub', 'f.txt'), 'in a tree\n');
+    await fs.mkdir(path.join(workspace, 'locked'), { mode: 0o755 });
+    await fs.chmod(path.join(workspace, 'locked'), 0o755);
+    const run = cli(['run', '--workspace', workspace, '--', 'rm -r gone; chmod 700 locked; mkdir fresh'], { home, cwd: workspace });
+    expect(run.stderr).not.toContain('denied');
+    expect(run.status).toBe(0);
+    const result = cli(['backups', 'show', 'latest'], { home });
+    expect(result.status).toBe(0);
+    const row = (p: string) => result.stdout.split('\n').find((l) => l.endsWith(`  ${p}`))?.split(/\s{2,}/);
+    expect(row(path.join(workspace, 'gone', 'sub', 'f.txt'))).toEqual(['delete', '10 B', '0644', sha256('in a tree\n').slice(0, 12), path.join(workspace, 'gone', 'sub', 'f.txt')]);
+    expect(row(path.join(workspace, 'gone'))).toEqual(['delete', '(directory, removed)', '0755', '-', path.join(workspace, 'gone')]);
+    // Removing `gone` moved the workspace's own times: recorded, and still there.
+    expect(row(workspace)?.slice(0, 2)).toEqual(['delete', '(directory, kept)']);
+    expect(row(path.join(workspace, 'locked'))).toEqual(['chmod', '(directory, mode changed)', '0755', '-', path.join(workspace, 'locked')]);
+    expect(row(path.join(workspace, 'fresh'))?.slice(0, 2)).toEqual(['mkdir', '(created)']);
+  });
+
   it('an unknown ref: exit 1, stderr names the ref, nothing on stdout', () => {
     for (const args of [['nope'], ['nope', '--json']]) {
       const result = cli(['backups', 'show', ...args], { home });
