@@ -19,6 +19,11 @@ async function logger(options: LogOptions) {
   return createLogger({ pretty: options.logFormat === 'pretty', level: options.logLevel });
 }
 
+/** One single-quoted shell word. */
+function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
 /** Builds the command tree; each action resolves to an exit status. */
 export function buildProgram(io: Io, setStatus: (status: number) => void): Command {
   const program = new Command('brokered-shell')
@@ -34,7 +39,9 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
   program
     .command('run')
     .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox, 77: needs approval)')
-    .argument('<command>', 'the shell command (put it after --)')
+    .argument('<command>', 'the shell command, quoted as one argument (put it after --)')
+    // Several words get a hint instead of commander's count: joining them would lose their quoting.
+    .allowExcessArguments(true)
     .option('--workspace <dir>', 'working directory and writable root (default: the current directory)')
     .option('--session <id>', 'session the turn belongs to (default: a new one)')
     .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
@@ -51,7 +58,8 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .addOption(logFormat())
     .addOption(logLevel('error'))
     .action(
-      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean; runtime?: 'seccomp' | 'preload'; yes?: boolean; no?: boolean } & LogOptions) => {
+      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean; runtime?: 'seccomp' | 'preload'; yes?: boolean; no?: boolean } & LogOptions, cmd: Command) => {
+        if (cmd.args.length > 1) cmd.error(`error: run takes the command as one argument; quote it: brokered-shell run -- ${shellQuote(cmd.args.join(' '))}`);
         const { runCommand } = await import('./run.js');
         return runCommand(io, command, options, await logger(options));
       }),

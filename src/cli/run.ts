@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
@@ -18,6 +17,7 @@ import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import type { Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
+import { resolveWorkspace } from './workspace.js';
 
 export interface RunOptions {
   workspace?: string;
@@ -62,7 +62,7 @@ function approverFor(io: Io, options: RunOptions): Approver | undefined {
  * when the sandbox cannot start; 77 when something needs approval and nobody could give it.
  */
 export async function runCommand(io: Io, command: string, options: RunOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const workspace = await realpath(path.resolve(options.workspace ?? process.cwd()));
+  const workspace = await resolveWorkspace(options.workspace);
   const policy = options.policy ? await readPolicyFile(path.resolve(options.policy), workspace) : undefined;
   const base = policy ? applyPolicyFile(defaultConfig(), policy) : defaultConfig();
   const config = { ...base, sandbox: { ...base.sandbox, ...(options.runtime ? { runtime: options.runtime } : {}) } };

@@ -1,4 +1,3 @@
-import { realpath } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { resolveHome } from '../backup/layout.js';
@@ -11,6 +10,7 @@ import { standardPlugins } from '../plugins/standard.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, type Io } from './output.js';
+import { resolveWorkspace } from './workspace.js';
 
 export interface ServeOptions {
   socket: string;
@@ -27,7 +27,7 @@ const CONTROL = new Set(['EnableModifyBackup', 'ModifyBackup', 'CommitModifyBack
  * that started it holds stdin/stdout, so only it can send control commands.
  */
 export async function serveCommand(io: Io, options: ServeOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const workspace = await realpath(resolve(options.workspace ?? process.cwd()));
+  const workspace = await resolveWorkspace(options.workspace);
   const policy = options.policy ? await readPolicyFile(resolve(options.policy), workspace) : undefined;
   const socketPath = resolve(options.socket);
   const home = resolveHome(env);

@@ -1,3 +1,5 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cli, tempDir } from './helpers.js';
 
@@ -12,6 +14,7 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     ['an option missing its value', ['backups', 'list', '--session'], "error: option '--session <id>' argument missing"],
     ['too many arguments', ['backups', 'show', 'a', 'b'], "error: too many arguments for 'show'. Expected 1 argument but got 2."],
     ['serve without its required options', ['serve'], "error: required option '--socket <path>' not specified"],
+    ['run with its command in several words', ['run', '--', 'echo', "it's"], "error: run takes the command as one argument; quote it: brokered-shell run -- 'echo it'\\''s'"],
   ];
   for (const [what, args, message] of cases) {
     it(what, async () => {
@@ -21,6 +24,21 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
       expect(result.stderr.split('\n')[0]).toBe(message);
     });
   }
+
+  it('a workspace that is missing or a file: exit 1, said plainly, nothing run', async () => {
+    const home = await tempDir('bsh-cli-home-');
+    const dir = await tempDir('bsh-cli-ws-');
+    const file = path.join(dir, 'file.txt');
+    await fs.writeFile(file, 'not a directory\n');
+    for (const [workspace, problem] of [[path.join(dir, 'missing'), 'does not exist'], [file, 'is not a directory']] as const) {
+      for (const args of [['run', '--workspace', workspace, '--', 'touch ran'], ['serve', '--socket', path.join(dir, 's.sock'), '--session', 's1', '--workspace', workspace]]) {
+        const result = cli(args, { home });
+        expect(result.status).toBe(1);
+        expect(result.stderr).toBe(`brokered-shell: the workspace ${workspace} ${problem}\n`);
+      }
+    }
+    expect(await fs.readdir(dir)).toEqual(['file.txt']);
+  });
 
   it('--help is not an error: exit 0, usage on stdout', async () => {
     const result = cli(['backups', '--help'], { home: await tempDir('bsh-cli-home-') });
