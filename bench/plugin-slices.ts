@@ -11,51 +11,13 @@
  * Needs the compiled dist/ and build/ (`npm run build`). Not a test: no vitest.
  */
 import { parseArgs } from 'node:util';
-import type { Broker, BrokerPlugin } from '../src/index.js';
 import { positiveInt } from './lib/cli-options.js';
 import { median } from './lib/stats.js';
 import { brokeredCreates, createPlace } from './lib/layers.js';
 import { SandboxRunner, loadProduct, type Product } from './lib/sandbox-runner.js';
 import { REPO_ROOT } from './lib/serve.js';
+import { SLICES } from './lib/slices.js';
 import { formatMicros, markdownTable } from './lib/table.js';
-
-/** Resolves every path to itself as an absent file: the core's own work with no real resolution. */
-const standInResolver: BrokerPlugin = {
-  name: 'bench-stand-in-resolver',
-  apply(broker: Broker) {
-    broker.hooks.resolvePath.tap('bench-stand-in-resolver', (resolution) => ({
-      targets: resolution.targets.map((t) => ({ role: t.role, path: t.path, access: t.access, lexical: t.path, resolved: t.path, ruleForm: t.path, kind: 'absent' as const })),
-    }));
-  },
-};
-
-/** Allows everything it is asked about, for the slices that have no policy plugin yet. */
-const allowAll: BrokerPlugin = {
-  name: 'bench-allow-all',
-  apply(broker: Broker) {
-    broker.hooks.evaluatePolicy.tap('bench-allow-all', () => ({ verdict: 'sandbox' as const, source: 'bench-allow-all' }));
-  },
-};
-
-const BACKUP_PLUGINS = ['modify-backup', 'command-prebackup'];
-
-interface Slice {
-  id: string;
-  label: string;
-  plugins: (standard: BrokerPlugin[]) => BrokerPlugin[];
-}
-
-const SLICES: Slice[] = [
-  { id: 'core', label: 'the core alone (a stand-in resolver, allow all)', plugins: () => [standInResolver, allowAll] },
-  { id: 'resolution', label: '+ path-resolution', plugins: (all) => [...pick(all, ['path-resolution']), allowAll] },
-  { id: 'file-safety', label: '+ file-safety (no allow-all)', plugins: (all) => pick(all, ['path-resolution', 'file-safety']) },
-  { id: 'no-backup', label: '+ every other standard plugin but the backup ones', plugins: (all) => all.filter((p) => !BACKUP_PLUGINS.includes(p.name)) },
-  { id: 'standard', label: '+ modify-backup and command-prebackup: the standard set', plugins: (all) => all },
-];
-
-function pick(all: BrokerPlugin[], names: string[]): BrokerPlugin[] {
-  return all.filter((plugin) => names.includes(plugin.name));
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { creates: { type: 'string' }, rounds: { type: 'string' }, warmup: { type: 'string' } }, strict: true });

@@ -1,27 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ask } from '../helpers/serve-process.js';
 import { CORE_SESSION, serveCore } from '../../bench/lib/core-server.js';
-
-/** One line out, the first answer line back. */
-function ask(socketPath: string, line: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(socketPath, () => socket.write(line));
-    let answer = '';
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => {
-      answer += chunk;
-      const end = answer.indexOf('\n');
-      if (end !== -1) {
-        socket.end();
-        resolve(answer.slice(0, end));
-      }
-    });
-    socket.on('error', reject);
-  });
-}
 
 describe('core-only socket server (the socket row floor)', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bsh-core-server-test-'));
@@ -31,11 +13,11 @@ describe('core-only socket server (the socket row floor)', () => {
     const socketPath = path.join(dir, 'core.sock');
     const server = await serveCore(socketPath, CORE_SESSION);
     try {
-      expect(await ask(socketPath, `sandbox.read\t/any/where.txt\t${CORE_SESSION}\ttc0\n`)).toBe('SANDBOX');
-      expect(await ask(socketPath, `sandbox.read-write\t/any/where.txt\t${CORE_SESSION}\ttc1\n`)).toBe('SANDBOX');
+      expect(await ask(socketPath, `sandbox.read\t/any/where.txt\t${CORE_SESSION}\ttc0`)).toBe('SANDBOX');
+      expect(await ask(socketPath, `sandbox.read-write\t/any/where.txt\t${CORE_SESSION}\ttc1`)).toBe('SANDBOX');
       // The line protocol and the core's request schema still refuse what they refuse.
-      expect(await ask(socketPath, `sandbox.read\trelative.txt\t${CORE_SESSION}\ttc2\n`)).toBe('DENY');
-      expect(await ask(socketPath, `sandbox.read\t/a\0b\t${CORE_SESSION}\ttc3\n`)).toBe('DENY');
+      expect(await ask(socketPath, `sandbox.read\trelative.txt\t${CORE_SESSION}\ttc2`)).toBe('DENY');
+      expect(await ask(socketPath, `sandbox.read\t/a\0b\t${CORE_SESSION}\ttc3`)).toBe('DENY');
     } finally {
       await server.close();
     }
