@@ -52,10 +52,13 @@ async function main(): Promise<void> {
     const workspace = path.join(base, 'workspace');
     const lines = readPool(path.join(workspace, 'read'));
     const spec: CaseSpec = { id: 'token-read', label: 'token .read, existing file', server: 'broker', expect: 'SANDBOX\n', requests: () => lines };
+    // Apart from the workspace: each server protects its socket's directory, as `serve` does.
+    const sockets = path.join(base, 'sockets');
+    mkdirSync(sockets);
     const samples = SLICES.map(() => [] as Sample[]);
     for (let round = 0; round < rounds; round += 1) {
       for (const [i, slice] of SLICES.entries()) {
-        const socketPath = path.join(base, `${slice.id}-${round}.sock`);
+        const socketPath = path.join(sockets, `${slice.id}-${round}.sock`);
         const server = await startSliceServer(socketPath, slice.id, path.join(base, 'home'), workspace);
         try {
           const [one, many] = await measure(socketPath, server.pid, spec, { n, nConcurrent: n, warmup, concurrency: [1, connections], log: () => {} });

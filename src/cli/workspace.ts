@@ -11,7 +11,8 @@ export async function resolveWorkspace(dir: string | undefined): Promise<string>
   try {
     real = await realpath(named);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(`the workspace ${named} does not exist`, { cause: error });
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new Error(`the workspace ${named} does not exist`, { cause: error });
     throw error;
   }
   if (!(await stat(real)).isDirectory()) throw new Error(`the workspace ${named} is not a directory`);

@@ -178,7 +178,7 @@ describe('backups show', () => {
     const workspace = await tempDir('bsh-cli-dirs-');
     await fs.mkdir(path.join(workspace, 'gone', 'sub'), { recursive: true });
     await fs.writeFile(path.join(workspace, 'gone', 'sub', 'f.txt'), 'in a tree\n');
-    await fs.mkdir(path.join(workspace, 'locked'), { mode: 0o755 });
+    await fs.mkdir(path.join(workspace, 'locked'));
     await fs.chmod(path.join(workspace, 'locked'), 0o755);
     const run = cli(['run', '--workspace', workspace, '--', 'rm -r gone; chmod 700 locked; mkdir fresh'], { home, cwd: workspace });
     expect(run.stderr).not.toContain('denied');

@@ -30,7 +30,7 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     const dir = await tempDir('bsh-cli-ws-');
     const file = path.join(dir, 'file.txt');
     await fs.writeFile(file, 'not a directory\n');
-    for (const [workspace, problem] of [[path.join(dir, 'missing'), 'does not exist'], [file, 'is not a directory']] as const) {
+    for (const [workspace, problem] of [[path.join(dir, 'missing'), 'does not exist'], [path.join(file, 'below'), 'does not exist'], [file, 'is not a directory']] as const) {
       for (const args of [['run', '--workspace', workspace, '--', 'touch ran'], ['serve', '--socket', path.join(dir, 's.sock'), '--session', 's1', '--workspace', workspace]]) {
         const result = cli(args, { home });
         expect(result.status).toBe(1);
