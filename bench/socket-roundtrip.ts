@@ -54,7 +54,7 @@ const JSON_OK = '{"ok":true';
 /** Contents of the files the read and read-write cases name (a typical small source file). */
 const FILE_BYTES = 4096;
 
-function tokenLine(tokenClass: string, file: string, session: string, toolCallId: string): Buffer {
+export function tokenLine(tokenClass: string, file: string, session: string, toolCallId: string): Buffer {
   return Buffer.from(`${tokenClass}\t${file}\t${session}\t${toolCallId}\n`);
 }
 
@@ -68,7 +68,8 @@ async function openTurnFileCount(serve: ServeProcess): Promise<number> {
   return Math.max(-1, ...turns.filter((turn) => turn.committedAt === null).map((turn) => turn.files.length));
 }
 
-function makeFiles(dir: string, prefix: string, count: number): string[] {
+/** `count` files of FILE_BYTES in `dir`, each beginning with its own path. */
+export function makeFiles(dir: string, prefix: string, count: number): string[] {
   mkdirSync(dir, { recursive: true });
   const content = Buffer.alloc(FILE_BYTES, 'x');
   const files: string[] = [];

@@ -11,26 +11,17 @@
  *
  * Needs the compiled dist/ (`npm run build`). Not a test: no vitest.
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { positiveInt } from './lib/cli-options.js';
+import { makeFiles, tokenLine } from './socket-roundtrip.js';
 import { measure, type CaseSpec } from './lib/measure.js';
 import { benchTempDir } from './lib/serve.js';
 import { SLICE_SESSION, startSliceServer } from './lib/slice-server.js';
 import { SLICES } from './lib/slices.js';
 import { median } from './lib/stats.js';
 import { formatMicros, markdownTable } from './lib/table.js';
-
-/** Files the requests name, as the socket row's read pool (a typical small source file each). */
-function readPool(dir: string, count = 256, bytes = 4096): Buffer[] {
-  mkdirSync(dir, { recursive: true });
-  return Array.from({ length: count }, (_, i) => {
-    const file = path.join(dir, `r${i}.txt`);
-    writeFileSync(file, Buffer.alloc(bytes, 'x'));
-    return Buffer.from(`sandbox.read\t${file}\t${SLICE_SESSION}\ttc${i}\n`);
-  });
-}
 
 interface Sample {
   p50Us: number;
@@ -50,7 +41,8 @@ async function main(): Promise<void> {
   const base = benchTempDir('bsh-bench-socket-slices-');
   try {
     const workspace = path.join(base, 'workspace');
-    const lines = readPool(path.join(workspace, 'read'));
+    // The socket row's read pool.
+    const lines = makeFiles(path.join(workspace, 'read'), 'r', 256).map((file, i) => tokenLine('sandbox.read', file, SLICE_SESSION, `tc${i}`));
     const spec: CaseSpec = { id: 'token-read', label: 'token .read, existing file', server: 'broker', expect: 'SANDBOX\n', requests: () => lines };
     // Apart from the workspace: each server protects its socket's directory, as `serve` does.
     const sockets = path.join(base, 'sockets');

@@ -1,12 +1,10 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { CORE_SESSION, serveCore } from './core-server.js';
-import { REPO_ROOT, benchTempDir } from './serve.js';
+import { startServerProcess, type ServerProcess } from './server-process.js';
+import { benchTempDir } from './serve.js';
 
 /**
  * The baseline: a trivial Unix-socket line server answering `SANDBOX` to every line,
@@ -35,39 +33,27 @@ export function serveEcho(socketPath: string): net.Server {
   return server;
 }
 
-export interface BaselineProcess {
+export interface BaselineProcess extends ServerProcess {
   readonly socket: string;
-  readonly pid: number;
-  stop(): Promise<void>;
 }
 
 /**
- * Start a baseline server as a child process (via tsx, from the repository root): the echo
- * server, or with `core` the product's socket server and core with a broker that allows
- * everything at once (core-server.ts).
+ * Start a baseline server as a child process: the echo server, or with `core` the
+ * product's socket server and core with a broker that allows everything at once
+ * (core-server.ts).
  */
 export async function startBaselineServer(nodeArgs: string[] = [], kind: 'echo' | 'core' = 'echo'): Promise<BaselineProcess> {
   const base = benchTempDir(`bsh-${kind}-`);
   const socket = path.join(base, `${kind}.sock`);
-  const child: ChildProcessByStdio<null, Readable, Readable> = spawn(
-    process.execPath,
-    [...nodeArgs, '--import', 'tsx', fileURLToPath(import.meta.url), socket, kind],
-    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${kind} server exited with ${String(code)}: ${stderr}`)));
-    createInterface({ input: child.stdout }).once('line', () => resolve());
+  const server = await startServerProcess(fileURLToPath(import.meta.url), [socket, kind], `${kind} server`, nodeArgs).catch((error: unknown) => {
+    rmSync(base, { recursive: true, force: true });
+    throw error;
   });
   return {
     socket,
-    pid: child.pid ?? -1,
+    pid: server.pid,
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
+      await server.stop();
       rmSync(base, { recursive: true, force: true });
     },
   };

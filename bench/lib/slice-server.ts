@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { loadProduct } from './sandbox-runner.js';
 import { REPO_ROOT } from './serve.js';
+import { startServerProcess, type ServerProcess } from './server-process.js';
 import { sliceById } from './slices.js';
 
 /** The session a slice server serves; its requests must name it. */
@@ -32,32 +31,9 @@ export async function serveSlice(socketPath: string, sliceId: string, home: stri
   };
 }
 
-export interface SliceProcess {
-  readonly pid: number;
-  stop(): Promise<void>;
-}
-
-/** Start a slice server in a process of its own (via tsx), as `serve` runs apart from its clients. */
-export async function startSliceServer(socketPath: string, sliceId: string, home: string, workspace: string): Promise<SliceProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), socketPath, sliceId, home, workspace], {
-    cwd: REPO_ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`slice server ${sliceId} exited with ${String(code)}: ${stderr}`)));
-    createInterface({ input: child.stdout }).once('line', () => resolve());
-  });
-  return {
-    pid: child.pid ?? -1,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
-    },
-  };
+/** Start a slice server in a process of its own, as `serve` runs apart from its clients. */
+export function startSliceServer(socketPath: string, sliceId: string, home: string, workspace: string): Promise<ServerProcess> {
+  return startServerProcess(fileURLToPath(import.meta.url), [socketPath, sliceId, home, workspace], `slice server ${sliceId}`);
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
