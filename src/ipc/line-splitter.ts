@@ -17,6 +17,11 @@ export class LineSplitter {
     return this.#pending;
   }
 
+  /** The bytes of the line not yet terminated. */
+  get pending(): Buffer {
+    return Buffer.concat(this.#parts);
+  }
+
   get overflowed(): boolean {
     return this.#overflowed;
   }

@@ -71,7 +71,9 @@ export class BrokerServer {
     this.#options = { ...DEFAULTS, ...options };
     this.#sendWithFd = options.sendWithFd ?? sendWithNativeFd;
     this.#log = options.logger ?? options.broker.log;
-    this.#server = net.createServer((socket) => this.#accept(socket));
+    // Half-open: a client may shut down its side once its lines are written and still
+    // read their answers; the connection ends once they are sent.
+    this.#server = net.createServer({ allowHalfOpen: true }, (socket) => this.#accept(socket));
     this.#server.maxConnections = this.#options.maxConnections;
   }
 
@@ -142,11 +144,30 @@ export class BrokerServer {
       if (splitter.pendingBytes === 0 || partialTimer !== undefined) return;
       partialTimer = setTimeout(() => {
         log.info({ phase: 'ipc', pendingBytes: splitter.pendingBytes }, 'closing a connection whose line never ended');
-        this.#audit(peer, 'socket', 'malformed', ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end');
-        send(JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, 'incomplete line: timed out waiting for its end')));
-        closeAfterAnswer();
+        closing = true;
+        queue = queue.then(() => {
+          refuseUnfinished('timed out waiting for its end');
+          closeAfterAnswer();
+        });
       }, this.#options.partialLineTimeoutMs);
     };
+    // A line without its newline may be cut short (a shorter path is another path): refused,
+    // after the answers to the lines before it.
+    const refuseUnfinished = (why: string) => {
+      const reason = `incomplete line: ${why}`;
+      this.#audit(peer, 'socket', 'malformed', ErrorCodes.BAD_REQUEST, reason);
+      send(looksLikeTextRequest(splitter.pending.toString('utf8')) ? TEXT_DENY : JSON.stringify(errorAnswer(ErrorCodes.BAD_REQUEST, reason)));
+    };
+    socket.on('end', () => {
+      if (closing) return;
+      closing = true;
+      stopPartial();
+      const unfinished = splitter.pendingBytes > 0;
+      queue = queue.then(() => {
+        if (unfinished) refuseUnfinished('the connection ended before its newline');
+        socket.end();
+      });
+    });
     socket.once('close', stopPartial);
     socket.setTimeout(this.#options.idleTimeoutMs);
     socket.on('timeout', () => {
@@ -155,16 +176,8 @@ export class BrokerServer {
     });
     socket.on('data', (chunk: Buffer) => {
       if (closing) return;
+      // Lines completed before an overflow in the same chunk are answered first.
       const lines = splitter.push(chunk);
-      if (splitter.overflowed) {
-        log.warn({ phase: 'ipc', maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
-        this.#audit(peer, 'socket', 'malformed', ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes; connection closed`);
-        send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
-        socket.pause();
-        closeAfterAnswer();
-        return;
-      }
-      watchPartial(lines.length > 0);
       for (const line of lines) {
         if (++queued > this.#options.maxQueuedLines) {
           log.warn({ phase: 'ipc' }, 'too many unanswered lines; closing');
@@ -179,6 +192,18 @@ export class BrokerServer {
           else await sendFd(answer);
         });
       }
+      if (splitter.overflowed) {
+        log.warn({ phase: 'ipc', maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
+        this.#audit(peer, 'socket', 'malformed', ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes; connection closed`);
+        closing = true;
+        socket.pause();
+        queue = queue.then(() => {
+          send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
+          closeAfterAnswer();
+        });
+        return;
+      }
+      watchPartial(lines.length > 0);
     });
   }
 

@@ -116,6 +116,29 @@ export function exchange(socket: string, payload: string | Buffer, count: number
   });
 }
 
+/**
+ * Write `payload` and half-close at once (as `socat` or `nc -N` do), then collect every
+ * answer line until the server closes the connection.
+ */
+export function sendAndEnd(socket: string, payload: string, timeoutMs = 10_000): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    let received = '';
+    const client = net.createConnection({ path: socket, allowHalfOpen: true });
+    const timer = setTimeout(() => {
+      client.destroy();
+      reject(new Error(`timed out; received so far: ${JSON.stringify(received)}`));
+    }, timeoutMs);
+    client.on('data', (chunk) => (received += String(chunk)));
+    client.on('end', () => {
+      clearTimeout(timer);
+      client.end();
+      resolve(received.split('\n').filter((line) => line !== ''));
+    });
+    client.on('error', reject);
+    client.on('connect', () => client.end(payload));
+  });
+}
+
 export async function ask(socket: string, line: string): Promise<string> {
   const [answer] = await exchange(socket, `${line}\n`, 1);
   if (answer === undefined) throw new Error('no answer');

@@ -56,6 +56,15 @@ describe('serve: bad input is answered, never crashes, never hangs, never modifi
     expect(json(answers[0] ?? '{}')).toMatchObject({ ok: false, errorCode: 'BSH_LINE_TOO_LONG' });
   });
 
+  it('answers the lines before an over-long one first, in order', async () => {
+    const before = path.join(serve.workspace, 'before-huge');
+    const first = JSON.stringify({ command: 'HostFileOperation', operation: 'mkdir', path: before, sessionId: 's1' });
+    const huge = `{"command":"HostFileOperation","operation":"delete","path":"/${'a'.repeat(70_000)}","sessionId":"s1"}\n`;
+    const answers = await exchange(serve.socket, `${first}\n${huge}`, 3);
+    expect(answers.map((answer) => json(answer).errorCode ?? 'ok')).toEqual(['ok', 'BSH_LINE_TOO_LONG']);
+    expect(existsSync(before)).toBe(true);
+  });
+
   it('a half-written line is answered with an error once it goes quiet', async () => {
     const answers = await exchange(serve.socket, '{"command":"HostFileOperation","operation":"del', 2);
     expect(answers).toHaveLength(1);
