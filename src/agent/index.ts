@@ -1,6 +1,6 @@
 /** The agent integration: what an agent CLI embeds to run model-written commands safely. */
 export { createBroker, type CreateBrokerOptions } from './create-broker.js';
-export { createSandboxSession, SandboxSession, NOT_RUN_EXIT_CODE } from './session.js';
+export { createSandboxSession, SandboxSession, NOT_RUN_EXIT_CODE, DEFAULT_APPROVAL_ROUNDS } from './session.js';
 export { SandboxUnavailableError } from './errors.js';
 export { completeSessionConfig, defaultSessionConfig, type SessionConfig, type SessionConfigInput } from './config.js';
 export { commitMessageFrom, COMMIT_MESSAGE_MAX, EMPTY_COMMIT_MESSAGE } from './commit-message.js';

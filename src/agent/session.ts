@@ -1,5 +1,6 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { z } from 'zod';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
 import { ApprovalPlugin, type PromptBlock } from '../plugins/approval.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
@@ -36,6 +37,9 @@ export const NOT_RUN_EXIT_CODE = 126;
 
 /** A session with what every run needs: `createSandboxSession` makes one. */
 export async function createSandboxSession(options: SandboxSessionOptions = {}): Promise<SandboxSession> {
+  if (options.maxApprovalRounds !== undefined && !approvalRoundsSchema.safeParse(options.maxApprovalRounds).success) {
+    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `maxApprovalRounds must be a whole number of at least 1, not ${String(options.maxApprovalRounds)}`);
+  }
   const resources = await setUpSession(options);
   return new SandboxSession(resources, options);
 }
@@ -59,6 +63,7 @@ export class SandboxSession {
   readonly #backups: BackupCollector;
   readonly #turns: TurnController;
   readonly #maxOutputBytes: number;
+  readonly #maxApprovalRounds: number;
   readonly #inflight = new Set<Promise<unknown>>();
   #closed = false;
 
@@ -75,6 +80,7 @@ export class SandboxSession {
     this.#grants = this.broker.plugin<SessionGrantsPlugin>(SessionGrantsPlugin.PLUGIN_NAME);
     this.#backups = new BackupCollector(this.broker);
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    this.#maxApprovalRounds = options.maxApprovalRounds ?? DEFAULT_APPROVAL_ROUNDS;
     this.#turns = new TurnController({
       broker: this.broker,
       config: this.config,
@@ -148,7 +154,7 @@ export class SandboxSession {
       return this.#track(async () => {
         const asked = this.#approver !== undefined;
         const approved = asked && (await this.#ask({ kind: 'unsandboxed', command: invocation.display, toolCallId, ...(options.reason ? { reason: options.reason } : {}) }));
-        const approval: ExecuteApproval = { asked, approved, rerun: false, blocks: [] };
+        const approval: ExecuteApproval = { asked, approved, rerun: false, blocks: [], rounds: asked ? 1 : 0 };
         if (!approved) return { ...notRun(toolCallId, asked), approval };
         return { ...(await this.#local(invocation, options, cwd, toolCallId, 'unsandboxed-approved')), approval };
       });
@@ -198,20 +204,33 @@ export class SandboxSession {
     cwd: string,
     toolCallId: string,
   ): Promise<Omit<ExecuteResult, 'backups'>> {
-    const first = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
-    const blocks = this.#takeBlocks(toolCallId);
+    let latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
+    let blocks = this.#takeBlocks(toolCallId);
     const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
-    if (blocks.length === 0) return { ...outputOf(first), ...base, promptBlocks: [] };
+    if (blocks.length === 0) return { ...outputOf(latest), ...base, promptBlocks: [] };
     if (!this.#approver) {
       this.#log.info({ phase: 'approval', toolCallId, blocks: blocks.length }, 'approval needed, and no approver: the sandboxed result stands');
-      return { ...outputOf(first), ...base, promptBlocks: blocks, approval: { asked: false, approved: false, rerun: false, blocks } };
+      return { ...outputOf(latest), ...base, promptBlocks: blocks, approval: { asked: false, approved: false, rerun: false, blocks, rounds: 0 } };
     }
-    const approved = await this.#ask({ kind: 'paths', blocks, command: invocation.display, toolCallId });
-    if (!approved) return { ...outputOf(first), ...base, promptBlocks: blocks, approval: { asked: true, approved: false, rerun: false, blocks } };
-    this.#grants?.grant(blocks);
-    // Brokered again, in the same turn: what the rerun changes is backed up like any change.
-    const second = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
-    return { ...outputOf(second), ...base, promptBlocks: this.#takeBlocks(toolCallId), approval: { asked: true, approved: true, rerun: true, blocks } };
+    // A command that stops at its first refusal (git init: .git, then .git/hooks, …) shows
+    // the next path only once the last one is granted: ask again after each rerun.
+    const asked: PromptBlock[] = [];
+    const granted = new Set<string>();
+    for (let round = 1; ; round += 1) {
+      const approved = await this.#ask({ kind: 'paths', blocks, command: invocation.display, toolCallId, round });
+      asked.push(...blocks);
+      const approval = { asked: true, approved, rerun: round > 1 || approved, blocks: asked, rounds: round };
+      if (!approved) return { ...outputOf(latest), ...base, promptBlocks: blocks, approval };
+      this.#grants?.grant(blocks);
+      for (const block of blocks) granted.add(grantKey(block));
+      // Brokered again, in the same turn: what the rerun changes is backed up like any change.
+      latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
+      blocks = this.#takeBlocks(toolCallId);
+      // Done; or asked about nothing new (a grant that does not cover its path must not
+      // loop); or out of rounds: what is left stays refused and is listed.
+      const done = blocks.length === 0 || blocks.every((block) => granted.has(grantKey(block))) || round >= this.#maxApprovalRounds;
+      if (done) return { ...outputOf(latest), ...base, promptBlocks: blocks, approval };
+    }
   }
 
   async #runSandboxed(sandbox: SandboxResources, invocation: Invocation, options: ExecuteOptions, cwd: string, toolCallId: string): Promise<FinishedCommand> {
@@ -289,14 +308,14 @@ export class SandboxSession {
           promptBlocks = blocks;
           if (blocks.length > 0 && this.#approver) {
             const approved = await this.#ask({ kind: 'paths', blocks, tool, toolCallId });
-            approval = { asked: true, approved, rerun: approved, blocks };
+            approval = { asked: true, approved, rerun: approved, blocks, rounds: 1 };
             if (approved) {
               this.#grants?.grant(blocks);
               outcome = await this.broker.handle(request);
               promptBlocks = this.#takeBlocks(toolCallId);
             }
           } else if (blocks.length > 0) {
-            approval = { asked: false, approved: false, rerun: false, blocks };
+            approval = { asked: false, approved: false, rerun: false, blocks, rounds: 0 };
           }
         }
         const backups = stop();
@@ -355,6 +374,18 @@ export class SandboxSession {
     if (this.#closed) throw new BrokerError(ErrorCodes.BROKER_CLOSED, 'this sandbox session is closed');
   }
 }
+
+/**
+ * Approval rounds of one command by default; each approved round reruns the whole command.
+ * `git init` stops at its first refusal and needs 16 (the .git directory, its hooks
+ * directory, each sample hook, its config). What still needs approval after the last is
+ * returned, unchanged.
+ */
+export const DEFAULT_APPROVAL_ROUNDS = 32;
+
+const approvalRoundsSchema = z.number().int().min(1);
+
+const grantKey = (block: PromptBlock) => `${block.access}\0${block.normalisedPath}`;
 
 function outputOf(finished: FinishedCommand) {
   return {

@@ -16,6 +16,11 @@ export type ApprovalRequest =
       /** The file tool that asked (guards). */
       tool?: GuardTool | 'delete';
       toolCallId?: string;
+      /**
+       * 1 for the command's first run; n when its rerun after n - 1 approvals ran into
+       * paths not asked about yet (only those are in `blocks`).
+       */
+      round?: number;
     }
   | {
       /** The model asked to run a command outside the sandbox. */
@@ -57,6 +62,11 @@ export interface SandboxSessionOptions {
   plugins?: BrokerPlugin[];
   /** Who is asked when the policy wants approval. Without one nothing is approved. */
   approver?: Approver;
+  /**
+   * How many times `execute` may ask the approver about one command: each approval reruns
+   * it, and the rerun may need more (default `DEFAULT_APPROVAL_ROUNDS`, 32; 1 asks once).
+   */
+  maxApprovalRounds?: number;
   /** Default `disable-backup`. */
   storeUnavailable?: StoreUnavailablePolicy;
   /** Cap on each of stdout and stderr kept by `execute` (default 10 MiB). */
@@ -178,8 +188,13 @@ export interface ExecuteApproval {
   approved: boolean;
   /** Whether the command ran again under the new grants. */
   rerun: boolean;
-  /** What the approver was asked about. */
+  /** What the approver was asked about, in every round. */
   blocks: PromptBlock[];
+  /**
+   * How many times the approver was asked. After an approval the command runs again, and
+   * what that run newly needs is asked in the next round (see `maxApprovalRounds`).
+   */
+  rounds: number;
 }
 
 export interface ExecuteResult {

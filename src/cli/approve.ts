@@ -21,8 +21,9 @@ export function approvalQuestion(request: ApprovalRequest): string[] {
       'Run it without the sandbox? [y/N] ',
     ];
   }
+  const again = request.round !== undefined && request.round > 1;
   return [
-    'brokered-shell: the command needs approval for:',
+    again ? 'brokered-shell: the command ran again and now also needs approval for:' : 'brokered-shell: the command needs approval for:',
     ...request.blocks.map((block) => `  ${describeBlock(block)}`),
     'Approve for this session and run it again? [y/N] ',
   ];

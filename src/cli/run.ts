@@ -135,21 +135,30 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
  * needs an approval nobody refused (no terminal and no --yes/--no): then 77.
  */
 function reportApproval(io: Io, result: ExecuteResult): number {
-  const { approval } = result;
-  if (approval?.asked && approval.approved && approval.rerun) {
-    for (const block of approval.blocks) io.err(`brokered-shell: approved for this session: ${describeBlock(block)}`);
-  }
-  if (approval?.asked && !approval.approved) {
-    for (const block of result.promptBlocks) io.err(`brokered-shell: not approved: ${describeBlock(block)}`);
-    return result.exitCode;
-  }
-  listNeeded(io, result.promptBlocks);
-  if (result.promptBlocks.length > 0) {
+  const { approval, promptBlocks } = result;
+  if (!approval?.asked) {
+    listNeeded(io, promptBlocks);
+    if (promptBlocks.length === 0) return result.exitCode;
     io.err('brokered-shell: nothing was changed for these; run again with --yes to approve them (or on a terminal to be asked)');
     return ExitCode.APPROVAL_NEEDED;
   }
-  return result.exitCode;
+  // Asked and still refused (a last round said no, or a grant that could not lift it) is not "approved".
+  const stillRefused = new Set(promptBlocks.map(blockKey));
+  for (const block of approval.blocks) {
+    if (!stillRefused.has(blockKey(block))) io.err(`brokered-shell: approved for this session: ${describeBlock(block)}`);
+  }
+  if (!approval.approved) {
+    for (const block of promptBlocks) io.err(`brokered-shell: not approved: ${describeBlock(block)}`);
+    return result.exitCode;
+  }
+  if (promptBlocks.length === 0) return result.exitCode;
+  listNeeded(io, promptBlocks);
+  const rounds = `${approval.rounds} round${approval.rounds === 1 ? '' : 's'}`;
+  io.err(`brokered-shell: nothing was changed for these; still refused after ${rounds} of approving and running the command again`);
+  return ExitCode.APPROVAL_NEEDED;
 }
+
+const blockKey = (block: PromptBlock) => `${block.access}\0${block.normalisedPath}`;
 
 function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
   for (const block of blocks) io.err(`brokered-shell: needs approval: ${describeBlock(block)}`);

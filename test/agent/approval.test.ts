@@ -2,7 +2,8 @@
  * Approvals: a `prompt` rule on a workspace file refuses the sandboxed attempt and
  * records prompt blocks; the approver is asked once with all of them; approved, the
  * paths are granted for the session and the command runs again brokered, in the same
- * turn, so the change is backed up; denied, the sandboxed result stands. Grants are
+ * turn, so the change is backed up; what the rerun newly needs is asked in a next round
+ * (up to `maxApprovalRounds`); denied, the result of the last run stands. Grants are
  * reused within a session and never across sessions.
  */
 import fs from 'node:fs/promises';
@@ -26,7 +27,7 @@ describe('approval of prompt blocks', () => {
   it('approved: one question for every block, then the command runs again brokered and the change is backed up in the turn', async () => {
     const world = await prepare('approve');
     const approver = recordingApprover(true);
-    const { session } = await openSession(world, { config, approver });
+    const { session } = await openSession(world, { config, approver, maxApprovalRounds: 1 });
     const turn = await session.beginTurn({ userMessage: 'change the guarded files' });
     const result = await session.execute('echo changed > ask.txt && rm ask-gone.txt && echo done', { toolCallId: 'call-1' });
 
@@ -38,8 +39,8 @@ describe('approval of prompt blocks', () => {
     expect(pathsOf(request.blocks)).toEqual(['write ask.txt']);
     expect(request.command).toBe('echo changed > ask.txt && rm ask-gone.txt && echo done');
 
-    // The rerun reached the delete, which needs its own approval: nothing asked twice in one call.
-    expect(result).toMatchObject({ sandboxed: true, approval: { asked: true, approved: true, rerun: true } });
+    // The rerun reached the delete, which needs its own approval: one round allowed, so it is returned.
+    expect(result).toMatchObject({ sandboxed: true, approval: { asked: true, approved: true, rerun: true, rounds: 1 } });
     expect(pathsOf(result.promptBlocks)).toEqual(['delete ask-gone.txt']);
     expect(await read(path.join(world.ws, 'ask.txt'))).toBe('changed\n');
     expect(await exists(path.join(world.ws, 'ask-gone.txt'))).toBe(true);
@@ -50,6 +51,60 @@ describe('approval of prompt blocks', () => {
     expect(ended).toMatchObject({ ok: true, turnId: turn.turnId, files: 1 });
     const manifest = await turnById(world, session.sessionId, turn.turnId);
     expect(await savedBytes(world, manifest, path.join(world.ws, 'ask.txt'))).toBe('original\n');
+  });
+
+  it('a rerun that needs more asks again, about the new paths only, until nothing is left', async () => {
+    const world = await prepare('rounds');
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config, approver });
+    const turn = await session.beginTurn({ userMessage: 'one after the other' });
+    const result = await session.execute('echo changed > ask.txt && rm -f ask-gone.txt && echo new > ask-new.txt && echo done', { toolCallId: 'call-rounds' });
+
+    const asked = approver.requests.map((request) => (request.kind === 'paths' ? [request.round, pathsOf(request.blocks)] : []));
+    expect(asked).toEqual([
+      [1, ['write ask.txt']],
+      [2, ['delete ask-gone.txt']],
+      [3, ['write ask-new.txt']],
+    ]);
+    expect(result).toMatchObject({ exitCode: 0, stdout: 'done\n', promptBlocks: [], approval: { asked: true, approved: true, rerun: true, rounds: 3 } });
+    expect(pathsOf(result.approval?.blocks ?? [])).toEqual(['delete ask-gone.txt', 'write ask-new.txt', 'write ask.txt']);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('changed\n');
+    expect(await exists(path.join(world.ws, 'ask-gone.txt'))).toBe(false);
+    expect(await read(path.join(world.ws, 'ask-new.txt'))).toBe('new\n');
+    await session.endTurn();
+    const manifest = await turnById(world, session.sessionId, turn.turnId);
+    expect(await savedBytes(world, manifest, path.join(world.ws, 'ask.txt'))).toBe('original\n');
+    expect(await savedBytes(world, manifest, path.join(world.ws, 'ask-gone.txt'))).toBe('to delete\n');
+  });
+
+  it('a later round refused: what was approved stands, the refused path is untouched and returned', async () => {
+    const world = await prepare('rounds-no');
+    const approver = recordingApprover([true, false]);
+    const { session } = await openSession(world, { config, approver });
+    const result = await session.execute('echo changed > ask.txt && rm ask-gone.txt && echo done');
+    expect(approver.requests).toHaveLength(2);
+    expect(result).toMatchObject({ exitCode: 1, approval: { asked: true, approved: false, rerun: true, rounds: 2 } });
+    expect(pathsOf(result.promptBlocks)).toEqual(['delete ask-gone.txt']);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('changed\n');
+    expect(await read(path.join(world.ws, 'ask-gone.txt'))).toBe('to delete\n');
+    expect(session.grants.map((g) => `${g.access} ${path.basename(g.path)}`)).toEqual(['write ask.txt']);
+  });
+
+  it('stops after maxApprovalRounds: what is left is returned, unchanged', async () => {
+    const world = await prepare('rounds-cap');
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config, approver, maxApprovalRounds: 2 });
+    const result = await session.execute('echo a > ask-1.txt && echo b > ask-2.txt && echo c > ask-3.txt');
+    expect(approver.requests).toHaveLength(2);
+    expect(result.approval).toMatchObject({ approved: true, rounds: 2 });
+    expect(pathsOf(result.promptBlocks)).toEqual(['write ask-3.txt']);
+    expect(await exists(path.join(world.ws, 'ask-2.txt'))).toBe(true);
+    expect(await exists(path.join(world.ws, 'ask-3.txt'))).toBe(false);
+  });
+
+  it('refuses a maxApprovalRounds that is not a whole number of at least 1', async () => {
+    const world = await prepare('rounds-bad');
+    await expect(openSession(world, { config, maxApprovalRounds: 0 })).rejects.toThrow(/maxApprovalRounds must be a whole number of at least 1/);
   });
 
   it('approved with every block met in one attempt: exit 0, nothing left to approve', async () => {

@@ -63,11 +63,13 @@ export async function openSession(world: World, options: OpenOptions = {}) {
 }
 
 /** An approver that answers `answer` and remembers every request. */
-export function recordingApprover(answer: boolean): Approver & { requests: Parameters<Approver>[0][] } {
+/** An approver that records what it is asked; a list answers each round in turn (its last answer after that). */
+export function recordingApprover(answer: boolean | readonly boolean[]): Approver & { requests: Parameters<Approver>[0][] } {
   const requests: Parameters<Approver>[0][] = [];
+  const answers = typeof answer === 'boolean' ? [answer] : answer;
   const approver = (request: Parameters<Approver>[0]) => {
     requests.push(request);
-    return answer;
+    return answers[Math.min(requests.length, answers.length) - 1] ?? false;
   };
   return Object.assign(approver, { requests });
 }

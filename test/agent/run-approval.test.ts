@@ -67,6 +67,42 @@ describe('run: approvals', () => {
     expect(result.stderr).toMatch(new RegExp(`^brokered-shell: turn ${turn.id} backed up 1 file `, 'm'));
   });
 
+  it('--yes and a command that stops at each refusal: approved round after round until it is through', async () => {
+    const result = await runWith('approve-rounds', ['--yes'], 'echo 1 > ask-r1.txt && echo 2 > ask-r2.txt && echo 3 > ask-r3.txt && echo ok');
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(result.out).toBe('ok\n');
+    for (const name of ['ask-r1.txt', 'ask-r2.txt', 'ask-r3.txt']) {
+      expect(result.stderr).toContain(`brokered-shell: approved for this session: write ${ws(name)}`);
+    }
+    expect(result.stderr).not.toContain('needs approval');
+    expect(await fs.readFile(ws('ask-r3.txt'), 'utf8')).toBe('3\n');
+  });
+
+  it('--yes lets git init through: the .git directory, each hook and the config are approved in turn', async () => {
+    const repo = ws('fresh-repo');
+    await fs.mkdir(repo);
+    const result = await brokeredShell(world, ['run', '--workspace', repo, '--session', 'approve-git', '--yes', '--', 'git init -q && git -c user.name=t -c user.email=t@t commit -q --allow-empty -m first && git rev-parse --verify -q HEAD']);
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(result.out).toMatch(/^[0-9a-f]{40}\n$/);
+    expect(result.stderr).toContain(`brokered-shell: approved for this session: write ${path.join(repo, '.git', 'config')}`);
+    expect(result.stderr).toContain(`brokered-shell: approved for this session: write ${path.join(repo, '.git', 'hooks')}`);
+    expect(result.stderr).not.toContain('needs approval');
+    expect(await fs.readFile(path.join(repo, '.git', 'HEAD'), 'utf8')).toMatch(/^ref: refs\/heads\//);
+  });
+
+  it('--yes and a refusal no grant lifts (a guarded directory moved whole): listed, not called approved, exit 77', async () => {
+    await fs.mkdir(ws('guarded-dir'));
+    await writeOld(ws('guarded-dir/inside.txt'), 'inside\n');
+    const dirPolicy = path.join(world.base, 'dir-policy.json');
+    await fs.writeFile(dirPolicy, JSON.stringify({ rules: [{ pattern: 'guarded-dir', decision: 'prompt', reason: 'guarded' }] }));
+    const result = await brokeredShell(world, ['run', '--workspace', world.ws, '--session', 'approve-stuck', '--policy', dirPolicy, '--yes', '--', 'mv guarded-dir moved-dir']);
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: delete ${ws('guarded-dir')}`);
+    expect(result.stderr).not.toContain('approved for this session');
+    expect(result.stderr).toContain('still refused after 1 round of approving and running the command again');
+    expect(await fs.readFile(ws('guarded-dir/inside.txt'), 'utf8')).toBe('inside\n');
+  });
+
   it("--no: refused without asking, the file untouched, the status is the command's", async () => {
     await writeOld(ws('ask-no.txt'), 'original\n');
     const result = await runWith('approve-no', ['--no'], 'echo changed > ask-no.txt; exit 3');
@@ -118,6 +154,18 @@ describe('run: approvals on a terminal', () => {
     expect(await fs.readFile(ws('ask-tty.txt'), 'utf8')).toBe('changed\n');
     const turn = await onlyTurn(world, 'tty-yes');
     expect(entryFor(turn, ws('ask-tty.txt'))).toBeDefined();
+  });
+
+  it('asks again about what the rerun newly needs; refusing then keeps the first approval', async () => {
+    await writeOld(ws('ask-tty-a.txt'), 'a\n');
+    await writeOld(ws('ask-tty-b.txt'), 'b\n');
+    const result = await onTerminal('tty-rounds', 'echo A > ask-tty-a.txt && echo B > ask-tty-b.txt', 'y\nn\n');
+    expect(result.status, describeRun(result)).toBe(1);
+    expect(result.out).toContain('brokered-shell: the command ran again and now also needs approval for:');
+    expect(result.out).toContain(`brokered-shell: approved for this session: write ${ws('ask-tty-a.txt')}`);
+    expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-b.txt')}`);
+    expect(await fs.readFile(ws('ask-tty-a.txt'), 'utf8')).toBe('A\n');
+    expect(await fs.readFile(ws('ask-tty-b.txt'), 'utf8')).toBe('b\n');
   });
 
   it('anything but y refuses', async () => {
