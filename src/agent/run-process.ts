@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import { BoundedOutput } from './output-capture.js';
-import { killTree } from './process-tree.js';
+import { killTree, signalTree } from './process-tree.js';
 import type { RunningCommand, StdinSource } from './types.js';
 
 /** The three stdio entries a command is started with. */
@@ -26,6 +26,8 @@ export interface StartedCommand {
   exit: Promise<CommandExit>;
   /** Kill the command and everything it started. */
   killTree(): void;
+  /** Send a signal to the command and everything it started. */
+  signalTree(signal: NodeJS.Signals): void;
 }
 
 export interface FinishedCommand {
@@ -64,7 +66,11 @@ export async function finishCommand(started: StartedCommand, options: FinishOpti
     const input = options.stdin;
     child.stdin.end(typeof input === 'string' || Buffer.isBuffer(input) ? input : undefined);
   }
-  options.onStart?.({ pid: child.pid, kill: (signal: NodeJS.Signals = 'SIGTERM') => child.kill(signal) });
+  options.onStart?.({
+    pid: child.pid,
+    kill: (signal: NodeJS.Signals = 'SIGTERM') => child.kill(signal),
+    signalAll: (signal: NodeJS.Signals = 'SIGTERM') => started.signalTree(signal),
+  });
   let timedOut = false;
   let grace: NodeJS.Timeout | undefined;
   const timer =
@@ -128,10 +134,10 @@ export function startLocal(options: LocalCommandOptions): StartedCommand & { sto
     });
     child.once('exit', (code, signal) => resolve({ code, signal }));
   });
-  const killGroup = () => {
+  const signalGroup = (signal: NodeJS.Signals) => {
     if (child.pid === undefined) return;
     try {
-      process.kill(-child.pid, 'SIGKILL');
+      process.kill(-child.pid, signal);
     } catch {
       // The group is gone.
     }
@@ -140,11 +146,15 @@ export function startLocal(options: LocalCommandOptions): StartedCommand & { sto
     child,
     exit,
     killTree: () => {
-      if (ownGroup) killGroup();
+      if (ownGroup) signalGroup('SIGKILL');
       else if (child.pid !== undefined) killTree(child.pid, { includeRoot: true });
     },
+    signalTree: (signal) => {
+      if (ownGroup) signalGroup(signal);
+      else if (child.pid !== undefined) signalTree(child.pid, signal, { includeRoot: true });
+    },
     stopLeftovers: () => {
-      if (ownGroup) killGroup();
+      if (ownGroup) signalGroup('SIGKILL');
     },
   };
 }

@@ -5,7 +5,7 @@ import { spawnSandboxed } from '../sandbox/spawn.js';
 import { ToolCallBindingPlugin } from '../plugins/tool-call-binding.js';
 import { BROKER_ENV } from './env.js';
 import { SandboxUnavailableError } from './errors.js';
-import { killTree } from './process-tree.js';
+import { killTree, signalTree } from './process-tree.js';
 import type { CommandStdio, StartedCommand } from './run-process.js';
 import type { SandboxResources } from './session-setup.js';
 
@@ -54,7 +54,12 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       });
       const pid = started.child.pid;
       const unbind = bindCall(broker, pid, toolCallId);
-      return { child: started.child, exit: launcherExit(started.exit).finally(unbind), killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })) };
+      return {
+        child: started.child,
+        exit: launcherExit(started.exit).finally(unbind),
+        killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })),
+        signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal, { includeRoot: true })),
+      };
     }
     const started = spawnSandboxed({
       argv: start.argv,
@@ -69,7 +74,12 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
     const pid = started.child.pid;
     const unbind = bindCall(broker, pid, toolCallId);
     // The launcher itself stays: it sees its command die, kills the rest and exits.
-    return { child: started.child, exit: launcherExit(started.exit).finally(unbind), killTree: () => void (pid !== undefined && killTree(pid)) };
+    return {
+      child: started.child,
+      exit: launcherExit(started.exit).finally(unbind),
+      killTree: () => void (pid !== undefined && killTree(pid)),
+      signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal)),
+    };
   } catch (error) {
     throw new SandboxUnavailableError(`cannot start the launcher: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }

@@ -125,6 +125,12 @@ export interface RunningCommand {
   readonly pid: number | undefined;
   /** Send a signal (the sandbox launcher passes it on to the command). */
   kill(signal?: NodeJS.Signals): boolean;
+  /**
+   * Send a signal to the command and every process it started, as a terminal sends Ctrl-C
+   * to its foreground group (a shell waiting for a program carries on when only the shell
+   * gets SIGINT).
+   */
+  signalAll(signal?: NodeJS.Signals): void;
 }
 
 export interface ExecuteOptions {

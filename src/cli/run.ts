@@ -92,12 +92,16 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
   getAuditHooks(session.broker).record.tap('code-cache', noteBrokerRequest);
   const forwarders = new Map<NodeJS.Signals, () => void>();
   let current: RunningCommand | undefined;
-  // Stopping `run` stops the command (the launcher passes the signal on), and the turn is still committed.
+  // Stopping `run` stops the command, and the turn is still committed. On a terminal, its
+  // Ctrl-C already reached the command's processes (they share its foreground group): only
+  // the command's shell gets it again, as before. Without one (an agent, a script), nobody
+  // else signals them, so every process of the command gets it, as a terminal would do.
+  const fromTerminal = process.stdin.isTTY === true || process.stdout.isTTY === true || process.stderr.isTTY === true;
   const onStart = (running: RunningCommand) => {
     current = running;
     if (forwarders.size > 0) return;
     for (const signal of FORWARDED_SIGNALS) {
-      const forward = () => void current?.kill(signal);
+      const forward = () => void (fromTerminal ? current?.kill(signal) : current?.signalAll(signal));
       forwarders.set(signal, forward);
       process.on(signal, forward);
     }

@@ -299,34 +299,41 @@ describe('run: several runs of one session at once', () => {
 });
 
 describe('run: stopped by a signal', () => {
-  it('passes SIGTERM on to the command, commits the turn, exits 143 and cleans up', async () => {
-    const tmp = path.join(world.base, 'tmp-signal');
+  // SIGINT and SIGHUP stop a shell waiting for a program only when the program gets them too.
+  it.each([
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+    ['SIGHUP', 129],
+  ] as const)('passes %s on to the command and what it started, commits the turn, exits %i and cleans up', async (signal, status) => {
+    const tmp = path.join(world.base, `tmp-${signal}`);
+    const name = `stopped-${signal}.txt`;
+    const session = `stopped-${signal}`;
     await fs.mkdir(tmp);
-    await writeOld(path.join(world.ws, 'stopped.txt'), 'before\n');
+    await writeOld(path.join(world.ws, name), 'before\n');
     let pid = -1;
     let sent = false;
     const result = await run(
       world,
-      'echo changed > stopped.txt; echo ready; sleep 60; echo not-reached',
-      { session: 'stopped' },
+      `echo changed > ${name}; echo ready; sleep 600; echo not-reached`,
+      { session },
       {
         env: { TMPDIR: tmp },
         onSpawn: (p) => (pid = p),
         onStdout: (text) => {
           if (sent || !text.includes('ready\n')) return;
           sent = true;
-          process.kill(pid, 'SIGTERM');
+          process.kill(pid, signal);
         },
       },
     );
-    expect(result.status, describeRun(result)).toBe(128 + 15);
+    expect(result.status, describeRun(result)).toBe(status);
     expect(result.out).toBe('ready\n');
-    expect(await fs.readFile(path.join(world.ws, 'stopped.txt'), 'utf8')).toBe('changed\n');
-    const turn = await onlyTurn(world, 'stopped');
-    const entry = entryFor(turn, path.join(world.ws, 'stopped.txt'));
-    if (!entry) throw new Error('stopped.txt was not backed up');
+    expect(await fs.readFile(path.join(world.ws, name), 'utf8')).toBe('changed\n');
+    const turn = await onlyTurn(world, session);
+    const entry = entryFor(turn, path.join(world.ws, name));
+    if (!entry) throw new Error(`${name} was not backed up`);
     expect((await blobOf(world, turn, entry)).toString('utf8')).toBe('before\n');
     expect(await fs.readdir(tmp)).toEqual([]);
-    expect((await turnsOf(world, 'stopped')).every((t) => t.committedAt !== null)).toBe(true);
+    expect((await turnsOf(world, session)).every((t) => t.committedAt !== null)).toBe(true);
   });
 });
