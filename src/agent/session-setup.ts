@@ -13,6 +13,7 @@ import { createBroker } from './create-broker.js';
 import { SandboxUnavailableError } from './errors.js';
 import { selectRuntime, type RuntimeChoice } from './runtime.js';
 import { SOCKET_NAME, makeSocketDir } from './socket-dir.js';
+import { resolveWorkspace } from './workspace.js';
 import type { SandboxSessionOptions } from './types.js';
 
 export const newId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
@@ -56,7 +57,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
   const config = completeSessionConfig(options.config);
   const env = options.env ?? process.env;
   const log = options.logger ?? silentLogger();
-  const workspace = await realpath(path.resolve(options.workspace ?? process.cwd()));
+  const workspace = await resolveWorkspace(options.workspace);
   const sessionId = options.sessionId ?? newId('session');
   const home = options.home ?? resolveHome(env);
   const undo: Array<() => Promise<unknown>> = [];

@@ -17,7 +17,7 @@ import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import type { Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
-import { resolveWorkspace } from './workspace.js';
+import { resolveWorkspace } from '../agent/workspace.js';
 
 export interface RunOptions {
   workspace?: string;

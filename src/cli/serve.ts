@@ -10,7 +10,7 @@ import { standardPlugins } from '../plugins/standard.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, type Io } from './output.js';
-import { resolveWorkspace } from './workspace.js';
+import { resolveWorkspace } from '../agent/workspace.js';
 
 export interface ServeOptions {
   socket: string;

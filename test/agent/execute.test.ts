@@ -68,6 +68,20 @@ describe('input, environment and cwd', () => {
     expect(result.stdout).toBe(`${path.join(world.ws, 'sub')}\nextra||${session.sessionId}|call-env\nsocket\n`);
     await expect(session.execute('true', { cwd: 'missing' })).rejects.toThrow(/not a directory/);
   });
+
+  it('a workspace that is missing or a file is refused when the session is made, said plainly', async () => {
+    const world = await makeWorld('bad-workspace');
+    const file = path.join(world.base, 'file.txt');
+    await fs.writeFile(file, 'not a directory\n');
+    const cases = [
+      [path.join(world.base, 'missing'), 'does not exist'],
+      [path.join(file, 'below'), 'does not exist'],
+      [file, 'is not a directory'],
+    ] as const;
+    for (const [workspace, problem] of cases) {
+      await expect(openSession(world, { workspace })).rejects.toMatchObject({ code: 'BSH_INVALID_OPTIONS', message: `the workspace ${workspace} ${problem}` });
+    }
+  });
 });
 
 describe('timeout', () => {

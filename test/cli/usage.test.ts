@@ -34,7 +34,7 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
       for (const args of [['run', '--workspace', workspace, '--', 'touch ran'], ['serve', '--socket', path.join(dir, 's.sock'), '--session', 's1', '--workspace', workspace]]) {
         const result = cli(args, { home });
         expect(result.status).toBe(1);
-        expect(result.stderr).toBe(`brokered-shell: the workspace ${workspace} ${problem}\n`);
+        expect(result.stderr).toBe(`brokered-shell: the workspace ${workspace} ${problem} [BSH_INVALID_OPTIONS]\n`);
       }
     }
     expect(await fs.readdir(dir)).toEqual(['file.txt']);
