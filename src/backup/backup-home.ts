@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
+import { firstLine, printable } from '../core/printable.js';
 import { errorCode } from './fs-util.js';
 import { resolveHome, sessionBackupDir, sessionIdSchema, sessionsDir, validateSessionId } from './layout.js';
 import { compareTimes, sortTurns } from './manifest-io.js';
@@ -33,6 +34,9 @@ export interface RewindPlan {
 export const LATEST = 'latest';
 
 /** Every session's backups under one home: what the CLI lists, shows and restores from. */
+/** Candidates an ambiguous turn reference lists before saying how many more there are. */
+const AMBIGUOUS_SHOWN = 10;
+
 export class BackupHome {
   readonly home: string;
   readonly #log: Logger;
@@ -118,7 +122,9 @@ export class BackupHome {
       throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `no turn matches ${JSON.stringify(ref)} ${where}`, { details: { ref } });
     }
     const candidates = matches.map((t) => ({ id: t.id, sessionId: t.sessionId, message: t.message }));
-    const listed = candidates.map((c) => `  ${c.id}  (session ${c.sessionId})${c.message === null ? '' : `  ${c.message}`}`).join('\n');
+    const lines = candidates.slice(0, AMBIGUOUS_SHOWN).map((c) => `  ${c.id}  (session ${printable(c.sessionId)})${c.message === null ? '' : `  ${printable(firstLine(c.message))}`}`);
+    if (candidates.length > AMBIGUOUS_SHOWN) lines.push(`  … and ${candidates.length - AMBIGUOUS_SHOWN} more: give more of the id`);
+    const listed = lines.join('\n');
     throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `turn reference ${JSON.stringify(ref)} is ambiguous; it matches:\n${listed}`, {
       details: { ref, candidates },
     });

@@ -17,6 +17,7 @@ import { ExitCode } from './exit-codes.js';
 import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
+import { firstLine } from '../core/printable.js';
 import { printJson, printable, table, type Io } from './output.js';
 import { renderDiff, renderLinkDiff } from './render-diff.js';
 
@@ -107,13 +108,6 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
   ]);
   io.out(table([['TURN', 'SESSION', 'COMMITTED', 'FILES', 'MESSAGE'], ...rows]));
   return ExitCode.OK;
-}
-
-/** A message on one table row: its first line, marked when there is more. */
-function firstLine(message: string | null): string {
-  if (message === null) return '';
-  const [first = '', ...rest] = message.split('\n');
-  return rest.some((line) => line.trim() !== '') ? `${first} …` : first;
 }
 
 export async function showCommand(io: Io, ref: string, options: { json?: boolean }, env = process.env): Promise<number> {

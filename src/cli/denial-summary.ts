@@ -1,3 +1,5 @@
+import { printable } from '../core/printable.js';
+
 /** Denials listed by name before the summary only counts the rest. */
 export const LISTED_DENIALS = 20;
 
@@ -24,7 +26,8 @@ export class DenialSummary {
   }
 
   lines(): string[] {
-    const out = [...this.#listed].map(([what, why]) => `brokered-shell: denied ${what}: ${why}`);
+    // Paths are the command's (a model's) choosing: one line each, no escape sequence sent raw.
+    const out = [...this.#listed].map(([what, why]) => `brokered-shell: denied ${printable(what)}: ${printable(why)}`);
     if (this.#unlisted > 0) out.push(`brokered-shell: … and ${this.#unlisted} more refused request${this.#unlisted === 1 ? '' : 's'} (each is in the audit log)`);
     return out;
   }

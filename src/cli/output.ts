@@ -1,4 +1,7 @@
 import { BrokerError } from '../core/errors.js';
+import { printable } from '../core/printable.js';
+
+export { printable };
 
 /** What brokered-shell itself says goes to stderr; stdout is for results and JSON. */
 export interface Io {
@@ -15,20 +18,14 @@ export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));
 }
 
-export function describeError(error: unknown): string {
-  if (error instanceof BrokerError) return `${error.message} [${error.code}]`;
-  return error instanceof Error ? error.message : String(error);
-}
-
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
-const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
-
 /**
- * Text safe for one terminal line: control characters (newlines, escape sequences a
- * model-written file name or message may hold) are shown as escapes, never sent raw.
+ * An error for stderr. Its line breaks stay (some messages list things, one per line);
+ * any other control character a path or message holds (an escape sequence) is escaped.
  */
-export function printable(text: string): string {
-  return text.replace(CONTROL, (c) => NAMED[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+export function describeError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const safe = message.split('\n').map(printable).join('\n');
+  return error instanceof BrokerError ? `${safe} [${error.code}]` : safe;
 }
 
 /** A plain-text table with aligned columns; cells are made printable first. */

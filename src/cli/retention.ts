@@ -1,4 +1,5 @@
 import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { firstLine } from '../core/printable.js';
 import {
   backupStats,
   parseCount,
@@ -140,10 +141,4 @@ export function formatBytes(bytes: number): string {
 
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
-}
-
-function firstLine(message: string | null): string {
-  if (message === null) return '';
-  const [first = '', ...rest] = message.split('\n');
-  return rest.some((line) => line.trim() !== '') ? `${first} …` : first;
 }

@@ -15,7 +15,7 @@ import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
-import type { Io } from './output.js';
+import { describeError, printable, type Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
 import { resolveWorkspace } from '../agent/workspace.js';
 
@@ -82,7 +82,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     });
   } catch (error) {
     if (error instanceof SandboxUnavailableError) {
-      io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${error.message}`);
+      io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${describeError(error)}`);
       return ExitCode.SANDBOX_UNAVAILABLE;
     }
     throw error;
@@ -114,14 +114,14 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       result = await session.execute(command, { toolCallId: newId('call'), stdin: 'inherit', output: 'inherit', onStart });
     } catch (error) {
       if (error instanceof SandboxUnavailableError) {
-        io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${error.message}`);
+        io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${describeError(error)}`);
         return ExitCode.SANDBOX_UNAVAILABLE;
       }
       throw error;
     }
     const ended = await session.endTurn({ message });
     // The command ran: its status stands, and the person learns the turn was not committed.
-    if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${ended.error ?? 'unknown error'}`);
+    if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${printable(ended.error ?? 'unknown error')}`);
     for (const line of denied.lines()) io.err(line);
     if (ended.ok && ended.turnId && ended.files > 0) {
       const files = ended.files;

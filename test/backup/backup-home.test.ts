@@ -105,6 +105,22 @@ describe('BackupHome', () => {
     expect((error as Error).message).toContain('20260301-110000-bbb222');
   });
 
+  it('lists an ambiguous prefix one line per candidate, messages escaped, at most ten', async () => {
+    const home = await tempDir('bsh-home-many-');
+    const store = await SessionBackupStore.open({ home, sessionId: 'many' });
+    const ids = Array.from({ length: 12 }, (_, i) => `20260401-1000${String(i).padStart(2, '0')}-abc${String(i).padStart(3, '0')}`);
+    for (const id of ids) {
+      await store.beginTurn(id);
+      await store.commitTurn(id, `run \u001b[31mred\u001b[0m\nsecond line`);
+    }
+    const error = await new BackupHome({ home }).findTurn('20260401').catch((e: unknown) => e);
+    const lines = (error as Error).message.split('\n');
+    expect(lines[0]).toBe('turn reference "20260401" is ambiguous; it matches:');
+    expect(lines.slice(1, 11)).toEqual(ids.slice(0, 10).map((id) => `  ${id}  (session many)  run \\x1b[31mred\\x1b[0m …`));
+    expect(lines.slice(11)).toEqual(['  … and 2 more: give more of the id']);
+    expect((error as { details: { candidates: unknown[] } }).details.candidates).toHaveLength(12);
+  });
+
   it.each(['20990101-000000-ffffff', 'nope', '', '../x'])('reports %j as TURN_NOT_FOUND', async (ref) => {
     const { home } = await populatedHome();
     await expect(new BackupHome({ home }).findTurn(ref)).rejects.toMatchObject({ code: ErrorCodes.TURN_NOT_FOUND });

@@ -22,6 +22,12 @@ describe('DenialSummary', () => {
     expect(lines.at(-1)).toBe('brokered-shell: … and 6 more refused requests (each is in the audit log)');
   });
 
+  it('shows control characters in a path or reason escaped, one line per refusal', () => {
+    const summary = new DenialSummary();
+    summary.add('write', '/ws/a\nbrokered-shell: approved', 'why\u001b[2J');
+    expect(summary.lines()).toEqual(['brokered-shell: denied write /ws/a\\nbrokered-shell: approved: why\\x1b[2J']);
+  });
+
   it('says nothing when nothing was refused', () => {
     expect(new DenialSummary().lines()).toEqual([]);
   });

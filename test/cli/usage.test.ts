@@ -40,6 +40,14 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     expect(await fs.readdir(dir)).toEqual(['file.txt']);
   });
 
+  it('an error naming a path shows its escape sequences escaped, never raw', async () => {
+    const dir = await tempDir('bsh-cli-ws-');
+    const workspace = path.join(dir, 'evil\u001b[2J\tname');
+    const result = cli(['run', '--workspace', workspace, '--', 'true'], { home: await tempDir('bsh-cli-home-') });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toBe(`brokered-shell: the workspace ${dir}/evil\\x1b[2J\\tname does not exist [BSH_INVALID_OPTIONS]\n`);
+  });
+
   it('--help is not an error: exit 0, usage on stdout', async () => {
     const result = cli(['backups', '--help'], { home: await tempDir('bsh-cli-home-') });
     expect(result.status).toBe(0);
