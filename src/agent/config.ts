@@ -1,4 +1,6 @@
+import path from 'node:path';
 import type { FileSafetyRule } from '../plugins/file-safety/index.js';
+import type { StandardPluginsOptions } from '../plugins/standard.js';
 
 /**
  * The settings a sandbox session takes, in the shape of the configuration file
@@ -57,4 +59,35 @@ export function completeSessionConfig(input: SessionConfigInput = {}): SessionCo
 function defined<T extends object>(value: T | undefined): Partial<T> {
   if (!value) return {};
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Where a broker built from a configuration runs. */
+export interface BrokerPlace {
+  /** Backup store root. */
+  home: string;
+  /** The workspace (real path): the first writable root; relative configured roots are taken from it. */
+  workspace: string;
+  /** Writable besides the workspace and the configured roots (a command's temp dir). */
+  extraRoots?: string[];
+  /** The broker's own files besides the store (its socket directory). */
+  protectedPaths?: string[];
+  userHome?: string;
+}
+
+/** The standard plugins' options for a configuration, as `run`, `serve` and sessions build them. */
+export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): StandardPluginsOptions {
+  return {
+    home: place.home,
+    writableRoots: [place.workspace, ...(place.extraRoots ?? []), ...config.writableRoots.map((root) => path.resolve(place.workspace, root))],
+    rules: config.fileSafety.rules,
+    outsideRoots: config.fileSafety.outsideRoots,
+    protectedPaths: place.protectedPaths ?? [],
+    ...(place.userHome ? { userHome: place.userHome } : {}),
+    backup: {
+      enabled: config.fileBackup.enabled,
+      fileBackupMaxSizeMB: config.fileBackup.maxSizeMB,
+      oversize: config.fileBackup.oversize,
+      durability: config.fileBackup.durability,
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { silentLogger, type Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { native, socketFd } from '../native/index.js';
 import { standardPlugins } from '../plugins/standard.js';
-import { completeSessionConfig, type SessionConfig } from './config.js';
+import { completeSessionConfig, standardOptionsOf, type SessionConfig } from './config.js';
 import { createBroker } from './create-broker.js';
 import { SandboxUnavailableError } from './errors.js';
 import { selectRuntime, type RuntimeChoice } from './runtime.js';
@@ -83,25 +83,19 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
         return dir;
       });
     }
-    const writableRoots = [workspace, ...(scratchBase ? [scratchBase] : []), ...config.writableRoots.map((root) => path.resolve(workspace, root))];
+    const standard = standardOptionsOf(config, {
+      home,
+      workspace,
+      extraRoots: scratchBase ? [scratchBase] : [],
+      protectedPaths: socketDir ? [socketDir] : [],
+      ...(options.userHome ? { userHome: options.userHome } : {}),
+    });
+    const { writableRoots } = standard;
     const broker = createBroker({
       sessionId,
       logger: log,
       plugins: [
-        ...standardPlugins({
-          home,
-          writableRoots,
-          rules: config.fileSafety.rules,
-          outsideRoots: config.fileSafety.outsideRoots,
-          protectedPaths: socketDir ? [socketDir] : [],
-          ...(options.userHome ? { userHome: options.userHome } : {}),
-          backup: {
-            enabled: config.fileBackup.enabled,
-            fileBackupMaxSizeMB: config.fileBackup.maxSizeMB,
-            oversize: config.fileBackup.oversize,
-            durability: config.fileBackup.durability,
-          },
-        }),
+        ...standardPlugins(standard),
         ...(options.plugins ?? []),
       ],
     });

@@ -4,9 +4,8 @@ import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
 import { createSandboxSession, type SandboxSession } from '../agent/session.js';
 import type { Approver, ExecuteResult, RunningCommand } from '../agent/types.js';
+import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
-import { applyPolicyFile, readPolicyFile } from '../config/policy-file.js';
-import { defaultConfig } from '../config/schema.js';
 import type { Logger } from '../core/index.js';
 import type { PromptBlock } from '../plugins/approval.js';
 import { getAuditHooks } from '../plugins/audit.js';
@@ -17,7 +16,7 @@ import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printable, type Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
-import { resolveWorkspace } from '../agent/workspace.js';
+import { effectiveConfig } from './effective-config.js';
 
 export interface RunOptions {
   workspace?: string;
@@ -63,8 +62,7 @@ function approverFor(io: Io, options: RunOptions): Approver | undefined {
  */
 export async function runCommand(io: Io, command: string, options: RunOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const workspace = await resolveWorkspace(options.workspace);
-  const policy = options.policy ? await readPolicyFile(path.resolve(options.policy), workspace) : undefined;
-  const base = policy ? applyPolicyFile(defaultConfig(), policy) : defaultConfig();
+  const base = await effectiveConfig(workspace, options.policy, env);
   const config = { ...base, sandbox: { ...base.sandbox, ...(options.runtime ? { runtime: options.runtime } : {}) } };
   const approver = approverFor(io, options);
   let session: SandboxSession;

@@ -1,7 +1,8 @@
 import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { standardOptionsOf } from '../agent/config.js';
+import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
-import { readPolicyFile } from '../config/policy-file.js';
 import { Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { native, socketFd } from '../native/index.js';
@@ -10,7 +11,7 @@ import { standardPlugins } from '../plugins/standard.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, type Io } from './output.js';
-import { resolveWorkspace } from '../agent/workspace.js';
+import { effectiveConfig } from './effective-config.js';
 
 export interface ServeOptions {
   socket: string;
@@ -28,20 +29,10 @@ const CONTROL = new Set(['EnableModifyBackup', 'ModifyBackup', 'CommitModifyBack
  */
 export async function serveCommand(io: Io, options: ServeOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const workspace = await resolveWorkspace(options.workspace);
-  const policy = options.policy ? await readPolicyFile(resolve(options.policy), workspace) : undefined;
+  const config = await effectiveConfig(workspace, options.policy, env);
   const socketPath = resolve(options.socket);
-  const home = resolveHome(env);
   const broker = new Broker({ sessionId: options.session, logger: log });
-  broker.use(
-    ...standardPlugins({
-      home,
-      writableRoots: [workspace, ...(policy?.writableRoots ?? [])],
-      rules: policy?.rules ?? [],
-      ...(policy?.outsideRoots ? { outsideRoots: policy.outsideRoots } : {}),
-      protectedPaths: [dirname(socketPath)],
-      backup: policy?.backup ?? {},
-    }),
-  );
+  broker.use(...standardPlugins(standardOptionsOf(config, { home: resolveHome(env), workspace, protectedPaths: [dirname(socketPath)] })));
   getAuditHooks(broker).record.tap('code-cache', noteBrokerRequest);
   const partial = Number(env.BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS);
   const server = new BrokerServer({

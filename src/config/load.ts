@@ -58,7 +58,10 @@ async function readJson(file: string, problems: Problems): Promise<{ found: bool
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    if (errnoOf(error) === 'ENOENT') return { found: false, value: {} };
+    // ENOTDIR: a directory above it is a file, so there is no such file either (a home
+    // that is not a directory is the backup store's problem, reported as such).
+    const code = errnoOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return { found: false, value: {} };
     problems.set(file, [`cannot be read: ${(error as Error).message}`]);
     return { found: true, value: undefined };
   }

@@ -55,6 +55,14 @@ describe('loading', () => {
     expect(loaded.workspace).toBe(ws);
   });
 
+  it('a home that is a file holds no config: the defaults, not an error (the store reports it)', async () => {
+    const fileHome = path.join(ws, 'home-is-a-file');
+    writeFileSync(fileHome, 'not a directory\n');
+    const loaded = await loadConfig({ workspace: ws, home: fileHome });
+    expect(loaded.config).toEqual(defaultConfig());
+    expect(loaded.sources.home).toEqual({ file: path.join(fileHome, HOME_CONFIG_FILE), found: false });
+  });
+
   it('finds the home config through $BROKERED_SHELL_HOME', async () => {
     writeHome({ sandbox: { runtime: 'preload' } });
     const loaded = await loadConfig({ workspace: ws, env: { BROKERED_SHELL_HOME: home } });
