@@ -216,20 +216,22 @@ export class SandboxSession {
     // the next path only once the last one is granted: ask again after each rerun.
     const asked: PromptBlock[] = [];
     const granted = new Set<string>();
+    // Refused again although granted (a grant does not lift a directory taken whole): never asked twice.
+    let stuck: PromptBlock[] = [];
     for (let round = 1; ; round += 1) {
       const approved = await this.#ask({ kind: 'paths', blocks, command: invocation.display, toolCallId, round });
       asked.push(...blocks);
       const approval = { asked: true, approved, rerun: round > 1 || approved, blocks: asked, rounds: round };
-      if (!approved) return { ...outputOf(latest), ...base, promptBlocks: blocks, approval };
+      if (!approved) return { ...outputOf(latest), ...base, promptBlocks: [...stuck, ...blocks], approval };
       this.#grants?.grant(blocks);
       for (const block of blocks) granted.add(grantKey(block));
       // Brokered again, in the same turn: what the rerun changes is backed up like any change.
       latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
-      blocks = this.#takeBlocks(toolCallId);
-      // Done; or asked about nothing new (a grant that does not cover its path must not
-      // loop); or out of rounds: what is left stays refused and is listed.
-      const done = blocks.length === 0 || blocks.every((block) => granted.has(grantKey(block))) || round >= this.#maxApprovalRounds;
-      if (done) return { ...outputOf(latest), ...base, promptBlocks: blocks, approval };
+      const refused = this.#takeBlocks(toolCallId);
+      stuck = refused.filter((block) => granted.has(grantKey(block)));
+      blocks = refused.filter((block) => !granted.has(grantKey(block)));
+      // Done, or nothing new to ask, or out of rounds: what is left stays refused and is listed.
+      if (blocks.length === 0 || round >= this.#maxApprovalRounds) return { ...outputOf(latest), ...base, promptBlocks: refused, approval };
     }
   }
 

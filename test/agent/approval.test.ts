@@ -90,6 +90,24 @@ describe('approval of prompt blocks', () => {
     expect(session.grants.map((g) => `${g.access} ${path.basename(g.path)}`)).toEqual(['write ask.txt']);
   });
 
+  it('never asks twice about a path its grant cannot lift; it is returned with what is left', async () => {
+    const world = await prepare('rounds-stuck');
+    await fs.mkdir(path.join(world.ws, 'guarded'));
+    await fs.writeFile(path.join(world.ws, 'guarded', 'inside.txt'), 'inside\n');
+    const rules = [...config.fileSafety.rules, { pattern: 'guarded', decision: 'prompt' as const, reason: 'guarded' }];
+    const approver = recordingApprover(true);
+    const { session } = await openSession(world, { config: { fileSafety: { rules } }, approver });
+    const result = await session.execute('mv guarded moved; echo 1 > ask-1.txt && echo 2 > ask-2.txt');
+    const asked = approver.requests.map((request) => (request.kind === 'paths' ? [request.round, pathsOf(request.blocks)] : []));
+    expect(asked).toEqual([
+      [1, ['delete guarded', 'write ask-1.txt']],
+      [2, ['write ask-2.txt']],
+    ]);
+    expect(pathsOf(result.promptBlocks)).toEqual(['delete guarded']);
+    expect(await read(path.join(world.ws, 'ask-2.txt'))).toBe('2\n');
+    expect(await read(path.join(world.ws, 'guarded', 'inside.txt'))).toBe('inside\n');
+  });
+
   it('stops after maxApprovalRounds: what is left is returned, unchanged', async () => {
     const world = await prepare('rounds-cap');
     const approver = recordingApprover(true);
