@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
 import { createSandboxSession, type SandboxSession } from '../agent/session.js';
