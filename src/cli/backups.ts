@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import type { Stats } from 'node:fs';
 import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   BackupHome,
   validateSessionId,
+  type AbsentEntry,
   type BackupEntry,
   type DirectoryEntry,
   type RestoreReport,
@@ -157,48 +159,68 @@ function directoryFate(entry: DirectoryEntry): string {
   return changed.length > 0 ? `directory, ${changed.join(' and ')} changed` : 'directory, kept';
 }
 
+/**
+ * `backups diff`: each backed-up file against what is there now, and each file the turn
+ * created (from /dev/null). For the whole turn, created paths that are gone again (temp
+ * files) or are directories are left out; a PATH named is always answered.
+ */
 export async function diffCommand(io: Io, ref: string, path: string | undefined, options: { color?: boolean }, env = process.env): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
-  const entries = path === undefined ? manifest.files : await entriesFor(manifest, path);
+  const entries = path === undefined ? await withContentNow(diffableEntries(manifest)) : await entriesFor(manifest, path);
   if (path !== undefined && entries.length === 0) {
     io.err(`${printable(resolve(path))} was not touched in turn ${manifest.id}`);
     return ExitCode.FAILURE;
   }
-  if (entries.length === 0) io.out(`turn ${manifest.id} backed up no files`);
+  if (entries.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
   for (const entry of entries) io.out(await entryDiff(store, entry, options.color ?? false));
   return ExitCode.OK;
+}
+
+/** What a diff can speak of: backed-up files and paths the turn created. */
+function diffableEntries(manifest: TurnManifest): Array<BackupEntry | AbsentEntry> {
+  return [...manifest.files, ...(manifest.structure ?? []).filter((entry): entry is AbsentEntry => entry.kind === 'absent')];
+}
+
+/** Backed-up files, and the created paths that hold a file or a symlink now. */
+async function withContentNow(entries: Array<BackupEntry | AbsentEntry>): Promise<Array<BackupEntry | AbsentEntry>> {
+  const kept = await Promise.all(entries.map(async (entry) => (entry.kind !== 'absent' || (await holdsContent(entry.path)) ? entry : undefined)));
+  return kept.filter((entry) => entry !== undefined);
+}
+
+async function holdsContent(file: string): Promise<boolean> {
+  const stats = await lstat(file).catch(() => undefined);
+  return stats !== undefined && (stats.isFile() || stats.isSymbolicLink());
 }
 
 /**
  * The entry for a path as a person names it: manifests hold symlink-resolved paths, so
  * a name through a symlinked directory (or a relative one) is resolved the same way.
  */
-async function entriesFor(manifest: TurnManifest, path: string): Promise<BackupEntry[]> {
+async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<BackupEntry | AbsentEntry>> {
   const absolute = resolve(path);
   const canonical = await realpath(dirname(absolute)).then(
     (dir) => join(dir, basename(absolute)),
     () => absolute,
   );
-  return manifest.files.filter((f) => f.path === absolute || f.path === canonical);
+  return diffableEntries(manifest).filter((f) => f.path === absolute || f.path === canonical);
 }
 
 /** Above this a text diff is not attempted (the diff algorithm is quadratic in the worst case). */
 const DIFF_TEXT_LIMIT = 16 * 1024 * 1024;
 
-/** One entry as `backups diff` shows it: a unified diff from the backup to what is on disk now. */
-export async function entryDiff(store: SessionBackupStore, entry: BackupEntry, color: boolean): Promise<string> {
+/**
+ * One entry as `backups diff` shows it: a unified diff from the backup to what is on disk
+ * now, or from /dev/null for a path the turn created.
+ */
+export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, color: boolean): Promise<string> {
   const shown = printable(entry.path);
   const stats = await lstat(entry.path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
     throw error;
   });
+  if (entry.kind === 'absent') return createdDiff(entry.path, shown, stats, color);
   if (entry.kind === 'symlink') {
-    const now = !stats
-      ? ({ type: 'absent' } as const)
-      : stats.isSymbolicLink()
-        ? ({ type: 'symlink', target: await readlink(entry.path) } as const)
-        : ({ type: 'other', what: describeType(stats) } as const);
-    return renderLinkDiff(shown, printable(entry.linkTarget ?? ''), now.type === 'symlink' ? { ...now, target: printable(now.target) } : now, { color });
+    return renderLinkDiff(shown, printable(entry.linkTarget ?? ''), await linkNow(entry.path, stats), { color });
   }
   if (entry.skipped === 'too-large' || entry.sha256 === null) {
     return `${shown}: no content was backed up (over the size cap when the turn ran); nothing to diff`;
@@ -213,6 +235,22 @@ export async function entryDiff(store: SessionBackupStore, entry: BackupEntry, c
   const before = await store.readBlob(entry.sha256);
   const now = stats ? await readFile(entry.path) : undefined;
   return renderDiff(shown, before, now, { color, modes });
+}
+
+/** A path the turn created, as it is now. */
+async function createdDiff(file: string, shown: string, stats: Stats | undefined, color: boolean): Promise<string> {
+  if (!stats) return `${shown}: created by the turn, gone again`;
+  if (stats.isSymbolicLink()) return renderLinkDiff(shown, undefined, await linkNow(file, stats), { color });
+  if (!stats.isFile()) return `${shown}: created by the turn; now ${describeType(stats)}`;
+  if (stats.size > DIFF_TEXT_LIMIT) return `${shown}: created by the turn, ${stats.size} B now, too large to diff`;
+  return renderDiff(shown, undefined, await readFile(file), { color });
+}
+
+/** What stands at a symlink's path now, its target made printable. */
+async function linkNow(file: string, stats: Stats | undefined) {
+  if (!stats) return { type: 'absent' } as const;
+  if (!stats.isSymbolicLink()) return { type: 'other', what: describeType(stats) } as const;
+  return { type: 'symlink', target: printable(await readlink(file)) } as const;
 }
 
 function describeType(stats: { isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }): string {

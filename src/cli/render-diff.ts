@@ -25,21 +25,24 @@ function modeLines(options: RenderDiffOptions): string[] {
 
 /**
  * A unified diff from the backup (before the turn) to what is on disk now; `now`
- * undefined means the file is gone (diffed against /dev/null, like git).
+ * undefined means the file is gone, `before` undefined that the turn created it (either
+ * side is then /dev/null, like git).
  */
-export function renderDiff(path: string, before: Buffer, now: Buffer | undefined, options: RenderDiffOptions): string {
-  const modes = now === undefined ? [] : modeLines(options);
+export function renderDiff(path: string, before: Buffer | undefined, now: Buffer | undefined, options: RenderDiffOptions): string {
+  const modes = now === undefined || before === undefined ? [] : modeLines(options);
   const header = (lines: string[]) => (options.color ? lines.map((l) => paint('1', l)) : lines);
-  if (now !== undefined && before.equals(now)) {
+  if (now !== undefined && before?.equals(now)) {
     if (modes.length === 0) return `${path}: unchanged since the backup`;
     return [`${path}: content unchanged since the backup`, ...header(modes)].join('\n');
   }
+  const oldName = before === undefined ? '/dev/null' : `${path} (backup)`;
   const newName = now === undefined ? '/dev/null' : `${path} (now)`;
-  if (isBinary(before) || (now !== undefined && isBinary(now))) {
+  if ((before !== undefined && isBinary(before)) || (now !== undefined && isBinary(now))) {
+    const beforePart = before === undefined ? '/dev/null' : `${path} (backup, ${before.length} B)`;
     const nowPart = now === undefined ? '/dev/null' : `${path} (now, ${now.length} B)`;
-    return [...header(modes), `Binary files ${path} (backup, ${before.length} B) and ${nowPart} differ`].join('\n');
+    return [...header(modes), `Binary files ${beforePart} and ${nowPart} differ`].join('\n');
   }
-  const patch = createTwoFilesPatch(`${path} (backup)`, newName, before.toString('utf8'), now === undefined ? '' : now.toString('utf8'));
+  const patch = createTwoFilesPatch(oldName, newName, before?.toString('utf8') ?? '', now === undefined ? '' : now.toString('utf8'));
   // The library opens with a line of '=' that neither diff(1) nor git prints.
   const lines = patch.trimEnd().split('\n');
   if (lines[0]?.startsWith('====')) lines.shift();
@@ -59,17 +62,17 @@ export function renderDiff(path: string, before: Buffer, now: Buffer | undefined
   return [...header(modes), ...painted].join('\n');
 }
 
-/** What a symlink's backup says against what is at its path now. */
+/** What a symlink's backup says against what is at its path now (`beforeTarget` undefined: the turn created it). */
 export function renderLinkDiff(
   path: string,
-  beforeTarget: string,
+  beforeTarget: string | undefined,
   now: { type: 'absent' } | { type: 'symlink'; target: string } | { type: 'other'; what: string },
   options: { color: boolean },
 ): string {
   if (now.type === 'symlink' && now.target === beforeTarget) return `${path}: symlink unchanged since the backup (-> ${beforeTarget})`;
-  const was = `-symlink -> ${beforeTarget}`;
-  const is = now.type === 'absent' ? undefined : now.type === 'symlink' ? `+symlink -> ${now.target}` : `+${now.what}`;
-  const lines = [`--- ${path} (backup)`, `+++ ${now.type === 'absent' ? '/dev/null' : `${path} (now)`}`, was, ...(is === undefined ? [] : [is])];
+  const was = beforeTarget === undefined ? [] : [`-symlink -> ${beforeTarget}`];
+  const is = now.type === 'absent' ? [] : now.type === 'symlink' ? [`+symlink -> ${now.target}`] : [`+${now.what}`];
+  const lines = [`--- ${beforeTarget === undefined ? '/dev/null' : `${path} (backup)`}`, `+++ ${now.type === 'absent' ? '/dev/null' : `${path} (now)`}`, ...was, ...is];
   if (!options.color) return lines.join('\n');
   return lines.map((line, i) => (i < 2 ? paint('1', line) : paint(line.startsWith('+') ? '32' : '31', line))).join('\n');
 }

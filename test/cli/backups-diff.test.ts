@@ -156,6 +156,35 @@ describe('backups diff', () => {
     expect(result.stdout).toBe([`--- ${at('link')} (backup)`, `+++ ${at('link')} (now)`, '-symlink -> notes.txt', '+symlink -> image.bin', ''].join('\n'));
   });
 
+  it('what the turn created: diffed from /dev/null; created-and-gone and directories only when named', async () => {
+    const { SessionBackupStore } = await import('../../src/backup/index.js');
+    const store = await SessionBackupStore.open({ home, sessionId: 'sess-d' });
+    const turn = '20260301-150000-c4ea7e';
+    await store.beginTurn(turn);
+    for (const name of ['made.txt', 'made-link', 'made-dir', 'temp.txt']) await store.recordCreated(at(name), { turnId: turn, operation: 'open' });
+    await fs.writeFile(at('made.txt'), 'fresh\n');
+    await fs.symlink('made.txt', at('made-link'));
+    await fs.mkdir(at('made-dir'));
+    await store.commitTurn(turn, 'create things');
+
+    const whole = diff(turn);
+    expect(whole.status).toBe(0);
+    expect(whole.stdout).toBe(
+      [
+        '--- /dev/null',
+        `+++ ${at('made.txt')} (now)`,
+        '@@ -0,0 +1,1 @@',
+        '+fresh',
+        '--- /dev/null',
+        `+++ ${at('made-link')} (now)`,
+        '+symlink -> made.txt',
+        '',
+      ].join('\n'),
+    );
+    expect(diff(turn, at('made-dir')).stdout).toBe(`${at('made-dir')}: created by the turn; now a directory\n`);
+    expect(diff(turn, at('temp.txt')).stdout).toBe(`${at('temp.txt')}: created by the turn, gone again\n`);
+  });
+
   it('a file skipped as too large: no content to diff, said plainly', async () => {
     const big = await writeOld(at('big.dat'), Buffer.alloc(2 * 1024 * 1024, 0x61));
     const { SessionBackupStore } = await import('../../src/backup/index.js');
