@@ -9,10 +9,25 @@ export interface Io {
   err(text: string): void;
 }
 
-export const processIo: Io = {
-  out: (text) => void process.stdout.write(text.endsWith('\n') ? text : `${text}\n`),
-  err: (text) => void process.stderr.write(text.endsWith('\n') ? text : `${text}\n`),
-};
+/**
+ * A line to stdout or stderr. A reader that goes away early (`| head`) closes the pipe:
+ * what is left to say is dropped, and the command still finishes its work (a `run` still
+ * commits its turn) instead of dying on EPIPE.
+ */
+function lineWriter(stream: NodeJS.WriteStream): (text: string) => void {
+  let watched = false;
+  return (text) => {
+    if (!watched) {
+      watched = true;
+      stream.on('error', (error: NodeJS.ErrnoException) => {
+        if (error.code !== 'EPIPE') throw error;
+      });
+    }
+    if (!stream.destroyed) stream.write(text.endsWith('\n') ? text : `${text}\n`);
+  };
+}
+
+export const processIo: Io = { out: lineWriter(process.stdout), err: lineWriter(process.stderr) };
 
 export function printJson(io: Io, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));
