@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
 import { createSandboxSession, type SandboxSession } from '../agent/session.js';
-import type { Approver, ExecuteResult, RunningCommand } from '../agent/types.js';
+import type { Approver, ExecuteResult, ExecutionMode, RunningCommand } from '../agent/types.js';
 import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
 import type { Logger } from '../core/index.js';
@@ -36,6 +36,12 @@ export interface RunOptions {
 export const ENV = BROKER_ENV;
 
 const newId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+
+/** Why a command ran outside the sandbox, said on stderr: `run` promises a sandbox otherwise. */
+const UNSANDBOXED: Partial<Record<ExecutionMode, string>> = {
+  'sandbox-disabled': 'the configuration turns the sandbox off (sandbox.enabled: false)',
+  excluded: "the command is listed in the configuration's sandbox.excludedCommands",
+};
 
 /** Signals a person or an agent sends to stop `run`: passed on to the command, and the turn is still committed. */
 const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -116,6 +122,8 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       }
       throw error;
     }
+    const outside = UNSANDBOXED[result.mode];
+    if (outside) io.err(`brokered-shell run: ${outside}: the command ran without the sandbox and the broker, nothing was checked or backed up`);
     const ended = await session.endTurn({ message });
     // The command ran: its status stands, and the person learns the turn was not committed.
     if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${printable(ended.error ?? 'unknown error')}`);

@@ -60,6 +60,18 @@ describe('run enforces the configuration files', () => {
     expect(readFileSync(path.join(extra, 'a.txt'), 'utf8')).toBe('a\n');
   });
 
+  it.each([
+    ['sandbox.enabled: false', { sandbox: { enabled: false } }, 'the configuration turns the sandbox off (sandbox.enabled: false)'],
+    ['an excluded command', { sandbox: { excludedCommands: ['touch'] } }, "the command is listed in the configuration's sandbox.excludedCommands"],
+  ])('says so when %s runs the command outside the sandbox', async (_label, homeConfig, why) => {
+    const { home, ws, run } = await setUp();
+    writeFileSync(path.join(home, 'config.json'), JSON.stringify(homeConfig));
+    const result = run('touch made');
+    expect(result.status).toBe(0);
+    expect(result.stderr).toBe(`brokered-shell run: ${why}: the command ran without the sandbox and the broker, nothing was checked or backed up\n`);
+    expect(existsSync(path.join(ws, 'made'))).toBe(true);
+  });
+
   it('an invalid project file: exit 1, the file and key named, nothing run', async () => {
     const { ws, run } = await setUp();
     writeFileSync(path.join(ws, '.brokered-shell.json'), JSON.stringify({ writableRoots: ['/'] }));
