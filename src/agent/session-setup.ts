@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { resolveHome } from '../backup/layout.js';
+import { resolveHome, validateSessionId } from '../backup/layout.js';
 import { BrokerError } from '../core/errors.js';
 import { silentLogger, type Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
@@ -58,7 +58,8 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
   const env = options.env ?? process.env;
   const log = options.logger ?? silentLogger();
   const workspace = await resolveWorkspace(options.workspace);
-  const sessionId = options.sessionId ?? newId('session');
+  // Names the session's store directory: a bad one is bad input, not a store to run without.
+  const sessionId = validateSessionId(options.sessionId ?? newId('session'));
   const home = options.home ?? resolveHome(env);
   const undo: Array<() => Promise<unknown>> = [];
   const release = async () => {

@@ -2,7 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { standardOptionsOf } from '../agent/config.js';
 import { resolveWorkspace } from '../agent/workspace.js';
-import { resolveHome } from '../backup/layout.js';
+import { resolveHome, validateSessionId } from '../backup/layout.js';
 import { Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { native, socketFd } from '../native/index.js';
@@ -28,10 +28,11 @@ const CONTROL = new Set(['EnableModifyBackup', 'ModifyBackup', 'CommitModifyBack
  * that started it holds stdin/stdout, so only it can send control commands.
  */
 export async function serveCommand(io: Io, options: ServeOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const sessionId = validateSessionId(options.session);
   const workspace = await resolveWorkspace(options.workspace);
   const config = await effectiveConfig(workspace, options.policy, env);
   const socketPath = resolve(options.socket);
-  const broker = new Broker({ sessionId: options.session, logger: log });
+  const broker = new Broker({ sessionId, logger: log });
   broker.use(...standardPlugins(standardOptionsOf(config, { home: resolveHome(env), workspace, protectedPaths: [dirname(socketPath)] })));
   getAuditHooks(broker).record.tap('code-cache', noteBrokerRequest);
   const partial = Number(env.BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS);

@@ -69,6 +69,11 @@ describe('input, environment and cwd', () => {
     await expect(session.execute('true', { cwd: 'missing' })).rejects.toThrow(/not a directory/);
   });
 
+  it('a session id that cannot name a store directory is refused when the session is made', async () => {
+    const world = await makeWorld('bad-session');
+    await expect(openSession(world, { sessionId: 'a/../b' })).rejects.toMatchObject({ code: 'BSH_INVALID_OPTIONS', message: expect.stringContaining('invalid session id') });
+  });
+
   it('a workspace that is missing or a file is refused when the session is made, said plainly', async () => {
     const world = await makeWorld('bad-workspace');
     const file = path.join(world.base, 'file.txt');

@@ -40,6 +40,17 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     expect(await fs.readdir(dir)).toEqual(['file.txt']);
   });
 
+  it('a session id that cannot name a store directory: exit 1, said plainly, nothing run', async () => {
+    const home = await tempDir('bsh-cli-home-');
+    const dir = await tempDir('bsh-cli-ws-');
+    for (const args of [['run', '--workspace', dir, '--session', '../x', '--', 'touch ran'], ['serve', '--socket', path.join(dir, 's.sock'), '--session', '../x', '--workspace', dir]]) {
+      const result = cli(args, { home });
+      expect(result.status).toBe(1);
+      expect(result.stderr).toBe(`brokered-shell: invalid session id "../x": session id contains a path separator; session id contains '..' [BSH_INVALID_OPTIONS]\n`);
+    }
+    expect(await fs.readdir(dir)).toEqual([]);
+  });
+
   it('an error naming a path shows its escape sequences escaped, never raw', async () => {
     const dir = await tempDir('bsh-cli-ws-');
     const workspace = path.join(dir, 'evil\u001b[2J\tname');
