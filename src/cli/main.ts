@@ -60,6 +60,8 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .action(
       act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean; runtime?: 'seccomp' | 'preload'; yes?: boolean; no?: boolean } & LogOptions, cmd: Command) => {
         if (cmd.args.length > 1) cmd.error(`error: run takes the command as one argument; quote it: brokered-shell run -- ${shellQuote(cmd.args.join(' '))}`);
+        // An empty command is a mistake (an unset variable: run -- "$CMD"), not a turn that does nothing.
+        if (command.trim() === '') cmd.error('error: run needs a command; it was empty');
         const { runCommand } = await import('./run.js');
         return runCommand(io, command, options, await logger(options));
       }),

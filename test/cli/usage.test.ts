@@ -15,6 +15,7 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     ['too many arguments', ['backups', 'show', 'a', 'b'], "error: too many arguments for 'show'. Expected 1 argument but got 2."],
     ['serve without its required options', ['serve'], "error: required option '--socket <path>' not specified"],
     ['run with its command in several words', ['run', '--', 'echo', "it's"], "error: run takes the command as one argument; quote it: brokered-shell run -- 'echo it'\\''s'"],
+    ['run with an empty command', ['run', '--', ' '], 'error: run needs a command; it was empty'],
   ];
   for (const [what, args, message] of cases) {
     it(what, async () => {
