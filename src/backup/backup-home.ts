@@ -33,10 +33,10 @@ export interface RewindPlan {
 /** The ref that means "the most recently committed turn". */
 export const LATEST = 'latest';
 
-/** Every session's backups under one home: what the CLI lists, shows and restores from. */
 /** Candidates an ambiguous turn reference lists before saying how many more there are. */
 const AMBIGUOUS_SHOWN = 10;
 
+/** Every session's backups under one home: what the CLI lists, shows and restores from. */
 export class BackupHome {
   readonly home: string;
   readonly #log: Logger;

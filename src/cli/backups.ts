@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import type { Stats } from 'node:fs';
+import { createReadStream, type Stats } from 'node:fs';
 import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
