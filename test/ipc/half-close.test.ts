@@ -43,8 +43,9 @@ describe('serve: a client that half-closes after writing its lines', () => {
     expect(existsSync(unfinished)).toBe(false);
   });
 
-  it('answers a text request cut short with DENY', async () => {
-    const answers = await sendAndEnd(serve.socket, `x.read-write\t${path.join(serve.workspace, 'kept.txt')}`);
-    expect(answers).toEqual(['DENY']);
+  it('answers a text request cut short with DENY, though its fields would be granted with a newline', async () => {
+    const request = `x.read-write\t${path.join(serve.workspace, 'inside.txt')}\ts1\tcall-2`;
+    expect(await sendAndEnd(serve.socket, `${request}\n`)).toEqual(['SANDBOX']);
+    expect(await sendAndEnd(serve.socket, request)).toEqual(['DENY']);
   });
 });
