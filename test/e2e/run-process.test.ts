@@ -299,7 +299,7 @@ describe('run: several runs of one session at once', () => {
 });
 
 describe('run: stopped by a signal', () => {
-  // SIGINT and SIGHUP stop a shell waiting for a program only when the program gets them too.
+  // SIGINT stops a shell waiting for a program only when the program gets it too: bash waits, then carries on.
   it.each([
     ['SIGTERM', 143],
     ['SIGINT', 130],
