@@ -2,7 +2,7 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
-import { ApprovalPlugin, type PromptBlock } from '../plugins/approval.js';
+import { ApprovalPlugin, blockKey, type PromptBlock } from '../plugins/approval.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
 import { BackupCollector } from './backup-collector.js';
@@ -224,12 +224,12 @@ export class SandboxSession {
       const approval = { asked: true, approved, rerun: round > 1 || approved, blocks: asked, rounds: round };
       if (!approved) return { ...outputOf(latest), ...base, promptBlocks: [...stuck, ...blocks], approval };
       this.#grants?.grant(blocks);
-      for (const block of blocks) granted.add(grantKey(block));
+      for (const block of blocks) granted.add(blockKey(block));
       // Brokered again, in the same turn: what the rerun changes is backed up like any change.
       latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
       const refused = this.#takeBlocks(toolCallId);
-      stuck = refused.filter((block) => granted.has(grantKey(block)));
-      blocks = refused.filter((block) => !granted.has(grantKey(block)));
+      stuck = refused.filter((block) => granted.has(blockKey(block)));
+      blocks = refused.filter((block) => !granted.has(blockKey(block)));
       // Done, or nothing new to ask, or out of rounds: what is left stays refused and is listed.
       if (blocks.length === 0 || round >= this.#maxApprovalRounds) return { ...outputOf(latest), ...base, promptBlocks: refused, approval };
     }
@@ -386,8 +386,6 @@ export class SandboxSession {
 export const DEFAULT_APPROVAL_ROUNDS = 32;
 
 const approvalRoundsSchema = z.number().int().min(1);
-
-const grantKey = (block: PromptBlock) => `${block.access}\0${block.normalisedPath}`;
 
 function outputOf(finished: FinishedCommand) {
   return {

@@ -6,7 +6,7 @@ import type { Approver, ExecuteResult, ExecutionMode, RunningCommand } from '../
 import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
 import type { Logger } from '../core/index.js';
-import type { PromptBlock } from '../plugins/approval.js';
+import { blockKey, type PromptBlock } from '../plugins/approval.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
 import type { RuntimeName } from '../sandbox/index.js';
@@ -166,8 +166,6 @@ function reportApproval(io: Io, result: ExecuteResult): number {
   io.err(`brokered-shell: nothing was changed for these; still refused after ${rounds} of approving and running the command again`);
   return ExitCode.APPROVAL_NEEDED;
 }
-
-const blockKey = (block: PromptBlock) => `${block.access}\0${block.normalisedPath}`;
 
 function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
   for (const block of blocks) io.err(`brokered-shell: needs approval: ${describeBlock(block)}`);

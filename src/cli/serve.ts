@@ -87,7 +87,7 @@ export async function serveCommand(io: Io, options: ServeOptions, log: Logger, e
     lines.on('close', () => void queue.then(() => stopWith('stdin closed')));
   });
 
-  io.out(JSON.stringify({ ready: true, socket: socketPath, sessionId: options.session, pid: process.pid, workspace }));
+  io.out(JSON.stringify({ ready: true, socket: socketPath, sessionId, pid: process.pid, workspace }));
   const status = await done;
   // Stop reading the owner's pipe so nothing keeps the process alive after the broker stopped.
   lines?.close();

@@ -14,7 +14,6 @@ export type {
   Turn,
 } from './hooks.js';
 export { issueLines } from './issues.js';
-export { printable } from './printable.js';
 export { createLogger, silentLogger, type Logger, type LogPhase, type CreateLoggerOptions } from './logger.js';
 export type { BrokerPlugin } from './plugin.js';
 export * from './schemas.js';

@@ -15,6 +15,9 @@ export interface PromptBlock {
   count: number;
 }
 
+/** What a block is about, as one string: blocks are merged per path and access. */
+export const blockKey = (block: Pick<PromptBlock, 'normalisedPath' | 'access'>): string => `${block.normalisedPath}\0${block.access}`;
+
 export const approvalOptionsSchema = z.strictObject({
   /** Bound on distinct blocks kept until the caller takes them (oldest dropped first). */
   maxBlocks: z.number().int().min(1).default(1000),
@@ -46,7 +49,7 @@ export class ApprovalPlugin implements BrokerPlugin {
       const target = resolved.targets.find((t) => t.role === decision.targetRole) ?? resolved.targets[0];
       if (!target) return;
       const { request } = resolved;
-      const key = `${target.resolved}\0${target.access}`;
+      const key = blockKey({ normalisedPath: target.resolved, access: target.access });
       const existing = this.#blocks.get(key);
       if (existing) {
         existing.count += 1;
