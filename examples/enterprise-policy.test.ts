@@ -55,6 +55,19 @@ describe('DenyPemPlugin', () => {
     expect(readFileSync(path.join(ws, 'certs', 'old', 'ca.pem'), 'utf8')).toBe('ca');
   });
 
+  it('wins over a built-in protection that only asks: a key among the git hooks is refused, not asked about', async () => {
+    mkdirSync(path.join(ws, '.git', 'hooks'), { recursive: true });
+    const key = path.join(ws, '.git', 'hooks', 'server.pem');
+    expect(await broker().handle(kernelWrite(key))).toMatchObject({
+      ok: false,
+      decision: { verdict: 'deny', source: DenyPemPlugin.PLUGIN_NAME },
+      error: { code: ErrorCodes.POLICY_DENIED },
+    });
+    expect(existsSync(key)).toBe(false);
+    // A hook that is not a key is still the protection's question.
+    expect(await broker().handle(kernelWrite(path.join(ws, '.git', 'hooks', 'pre-commit')))).toMatchObject({ decision: { verdict: 'prompt' } });
+  });
+
   it('wins over the cache grant: a key under ~/.cache is refused too', async () => {
     expect(await broker().handle(kernelWrite(path.join(cache, 'tool', 'client.pem')))).toMatchObject({ ok: false, decision: { verdict: 'deny' } });
     expect(existsSync(path.join(cache, 'tool', 'client.pem'))).toBe(false);

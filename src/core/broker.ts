@@ -14,6 +14,7 @@ import { attributeErrors } from './intercept.js';
 import { issueLines } from './issues.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { BrokerPlugin } from './plugin.js';
+import { closeBallot, countOpinions, openBallot, severityOf } from './policy-ballot.js';
 import {
   brokerRequestSchema,
   resolvedTargetSchema,
@@ -26,7 +27,6 @@ import {
   type OutcomeError,
   type Peer,
   type ResolvedTarget,
-  type Verdict,
   type WireDecision,
 } from './schemas.js';
 
@@ -36,18 +36,17 @@ export interface BrokerOptions {
   logger?: Logger;
 }
 
-const SEVERITY: Record<Verdict, number> = { sandbox: 0, 'grant-token': 1, prompt: 2, deny: 3 };
 const NO_OPINION: Decision = { verdict: 'deny', reason: 'no policy plugin decided', source: 'core' };
 
 export function isAllowed(decision: Decision): boolean {
   return decision.verdict === 'sandbox' || decision.verdict === 'grant-token';
 }
 
-/** Most restrictive first: deny > prompt > grant-token > sandbox. */
+/** Most restrictive first: deny > prompt > grant-token > sandbox (an unknown verdict counts as deny). */
 export function combineDecisions(decisions: readonly Decision[]): Decision {
   let worst: Decision | undefined;
   for (const decision of decisions) {
-    if (!worst || SEVERITY[decision.verdict] > SEVERITY[worst.verdict]) worst = decision;
+    if (!worst || severityOf(decision.verdict) > severityOf(worst.verdict)) worst = decision;
   }
   return worst ?? NO_OPINION;
 }
@@ -75,6 +74,7 @@ export class Broker {
     this.sessionId = options.sessionId;
     this.log = options.logger ?? silentLogger();
     attributeErrors(this.hooks);
+    countOpinions(this.hooks);
   }
 
   use(...plugins: BrokerPlugin[]): this {
@@ -251,7 +251,9 @@ export class Broker {
   async #decide(resolved: ResolvedRequest, context: RequestContext): Promise<Decision> {
     const decisions: Decision[] = [];
     for (const target of resolved.targets) {
-      const decision = (await this.hooks.evaluatePolicy.promise(target, resolved, context)) ?? NO_OPINION;
+      openBallot(context);
+      const bailed = await this.hooks.evaluatePolicy.promise(target, resolved, context);
+      const decision = bailed ?? closeBallot(context) ?? NO_OPINION;
       decisions.push(Object.assign({}, decision, { targetRole: target.role }));
     }
     return combineDecisions(decisions);

@@ -67,7 +67,11 @@ export interface BrokerHooks {
   readonly validateSession: AsyncSeriesBailHook<[BrokerRequest, RequestContext], Decision | undefined>;
   /** Waterfall: each tap returns the resolution, with more of each target filled in. */
   readonly resolvePath: AsyncSeriesWaterfallHook<[Resolution, BrokerRequest, RequestContext]>;
-  /** Called once per target; the first tap with an opinion wins. No opinion at all → deny. */
+  /**
+   * Called once per target; the first stage with an opinion decides (its most restrictive
+   * one), a prompt yields to a later denial, a malformed opinion fails the request
+   * (policy-ballot.ts). No opinion at all → deny.
+   */
   readonly evaluatePolicy: AsyncSeriesBailHook<[ResolvedTarget, ResolvedRequest, RequestContext], Decision | undefined>;
   /** Observes the combined decision before anything happens (approval, audit). */
   readonly decided: AsyncSeriesHook<[Decision, ResolvedRequest, RequestContext]>;

@@ -3,7 +3,10 @@
  * stage by meaning, never rely on registration order.
  */
 
-/** evaluate-policy: the first tap with an opinion wins. */
+/**
+ * evaluate-policy: the first stage with an opinion decides, the most restrictive opinion
+ * within it; a prompt still lets a later stage's denial through (see policy-ballot.ts).
+ */
 export const PolicyStage = {
   /** What nothing may change, not even with a person's approval (the broker's own files). */
   PROTECTED: -400,
