@@ -1,64 +1,43 @@
 import path from 'node:path';
-import type { FileSafetyRule } from '../plugins/file-safety/index.js';
+import { z } from 'zod';
+import { fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
+import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { issueLines } from '../core/issues.js';
 import type { StandardPluginsOptions } from '../plugins/standard.js';
 
-/**
- * The settings a sandbox session takes, in the shape of the configuration file
- * (src/config/schema.ts produces exactly this after defaults). Declared here
- * structurally so the session depends on the shape, not on how it was loaded.
- */
-export interface SessionConfig {
-  sandbox: {
-    /** false: commands run locally with plain bash, without the broker (no policy, no backup). */
-    enabled: boolean;
-    /** Commands whose root word is listed run locally (see command-line.ts for the matching). */
-    excludedCommands: string[];
-    /** `auto`: seccomp where the kernel supports it, else preload. */
-    runtime: 'auto' | 'seccomp' | 'preload';
-  };
-  /** Writable besides the workspace (relative ones are taken from the workspace). */
-  writableRoots: string[];
-  fileBackup: { enabled: boolean; maxSizeMB: number; oversize: 'deny' | 'skip'; durability: 'each' | 'turn' };
-  fileSafety: { rules: FileSafetyRule[]; outsideRoots: 'deny' | 'prompt' };
-}
+const noNul = (value: string) => !value.includes('\0');
+export const pathSchema = z.string().min(1).refine(noNul, 'contains a NUL byte');
 
+/**
+ * The settings a sandbox session takes: the configuration file's own sections
+ * (src/config/schema.ts), so a library caller's settings are checked as strictly as a
+ * file's. Only the writable roots differ: a session has a workspace, so relative ones
+ * are taken from it.
+ */
+export const sessionConfigSchema = z.strictObject({
+  sandbox: sandboxConfigSchema.prefault({}),
+  /** Writable besides the workspace (relative ones are taken from the workspace). */
+  writableRoots: z.array(pathSchema).default([]),
+  fileBackup: fileBackupConfigSchema.prefault({}),
+  fileSafety: fileSafetyConfigSchema.prefault({}),
+});
+
+/** A session's whole configuration (what `sandbox.enabled: false` means: commands run locally, without the broker). */
+export type SessionConfig = z.output<typeof sessionConfigSchema>;
 /** Any part of the configuration; what is missing takes the default. */
-export interface SessionConfigInput {
-  sandbox?: Partial<SessionConfig['sandbox']>;
-  writableRoots?: string[];
-  fileBackup?: Partial<SessionConfig['fileBackup']>;
-  fileSafety?: Partial<SessionConfig['fileSafety']>;
-}
+export type SessionConfigInput = z.input<typeof sessionConfigSchema>;
 
 /** The defaults, the same as the configuration file's. */
 export function defaultSessionConfig(): SessionConfig {
-  return {
-    sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
-    writableRoots: [],
-    fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
-    fileSafety: { rules: [], outsideRoots: 'deny' },
-  };
+  return sessionConfigSchema.parse({});
 }
 
-/** A whole configuration from a partial one (a full one passes through, copied). */
+/** A whole, checked configuration from a partial one (a full one passes through, copied). */
 export function completeSessionConfig(input: SessionConfigInput = {}): SessionConfig {
-  const base = defaultSessionConfig();
-  return {
-    sandbox: {
-      ...base.sandbox,
-      ...defined(input.sandbox),
-      excludedCommands: [...(input.sandbox?.excludedCommands ?? base.sandbox.excludedCommands)],
-    },
-    writableRoots: [...(input.writableRoots ?? base.writableRoots)],
-    fileBackup: { ...base.fileBackup, ...defined(input.fileBackup) },
-    fileSafety: { ...base.fileSafety, ...defined(input.fileSafety), rules: [...(input.fileSafety?.rules ?? base.fileSafety.rules)] },
-  };
-}
-
-/** The fields that are set (an explicit `undefined` does not replace a default). */
-function defined<T extends object>(value: T | undefined): Partial<T> {
-  if (!value) return {};
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+  const checked = sessionConfigSchema.safeParse(input);
+  if (checked.success) return checked.data;
+  const lines = issueLines(checked.error, 'config');
+  throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `the session's config is invalid:\n  ${lines.join('\n  ')}`, { cause: checked.error });
 }
 
 /** Where a broker built from a configuration runs. */

@@ -1,6 +1,5 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { z } from 'zod';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
 import { ApprovalPlugin, blockKey, type PromptBlock } from '../plugins/approval.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
@@ -12,6 +11,7 @@ import { mergeEnv, withoutBrokerEnv } from './env.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from './output-capture.js';
 import { finishCommand, startLocal, stdioFor, type FinishedCommand } from './run-process.js';
 import { startSandboxed } from './sandboxed-run.js';
+import { checkBeginTurnOptions, checkSessionOptions } from './options.js';
 import { newId, setUpSession, type SandboxResources, type SessionResources } from './session-setup.js';
 import { TurnController } from './turns.js';
 import type {
@@ -36,10 +36,8 @@ import type {
 export const NOT_RUN_EXIT_CODE = 126;
 
 /** A session with what every run needs: `createSandboxSession` makes one. */
-export async function createSandboxSession(options: SandboxSessionOptions = {}): Promise<SandboxSession> {
-  if (options.maxApprovalRounds !== undefined && !approvalRoundsSchema.safeParse(options.maxApprovalRounds).success) {
-    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `maxApprovalRounds must be a whole number of at least 1, not ${String(options.maxApprovalRounds)}`);
-  }
+export async function createSandboxSession(given: SandboxSessionOptions = {}): Promise<SandboxSession> {
+  const options = checkSessionOptions(given);
   const resources = await setUpSession(options);
   return new SandboxSession(resources, options);
 }
@@ -119,9 +117,9 @@ export class SandboxSession {
    * Start a turn for a user message: file backup is enabled for it (EnableModifyBackup),
    * or off, with the reason in the result and in the log. A turn still open is committed first.
    */
-  beginTurn(options: BeginTurnOptions): Promise<TurnInfo> {
+  async beginTurn(options: BeginTurnOptions): Promise<TurnInfo> {
     this.#assertOpen();
-    return this.#turns.begin(options);
+    return this.#turns.begin(checkBeginTurnOptions(options));
   }
 
   /**
@@ -385,7 +383,6 @@ export class SandboxSession {
  */
 export const DEFAULT_APPROVAL_ROUNDS = 32;
 
-const approvalRoundsSchema = z.number().int().min(1);
 
 function outputOf(finished: FinishedCommand) {
   return {

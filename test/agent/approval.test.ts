@@ -122,7 +122,7 @@ describe('approval of prompt blocks', () => {
 
   it('refuses a maxApprovalRounds that is not a whole number of at least 1', async () => {
     const world = await prepare('rounds-bad');
-    await expect(openSession(world, { config, maxApprovalRounds: 0 })).rejects.toThrow(/maxApprovalRounds must be a whole number of at least 1/);
+    await expect(openSession(world, { config, maxApprovalRounds: 0 })).rejects.toThrow(/session options are invalid:\n  maxApprovalRounds: Too small: expected number to be >=1/);
   });
 
   it('approved with every block met in one attempt: exit 0, nothing left to approve', async () => {
