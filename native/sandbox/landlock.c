@@ -39,12 +39,17 @@ int bsh_landlock_abi(void) {
   return abi < 0 ? -errno : (int)abi;
 }
 
-/* Every write-side fs right the running kernel knows: ABI 1 has bits 0-12, then REFER, TRUNCATE, IOCTL_DEV. */
-static uint64_t handled_fs(int abi, bool truncate_by_seccomp) {
+/*
+ * Every write-side fs right the running kernel knows: ABI 1 has bits 0-12, then REFER,
+ * TRUNCATE, IOCTL_DEV. TRUNCATE costs a path walk on every open, reads included, and is
+ * still handled: the supervisor lets some truncations continue in the kernel (a scratch
+ * path, a /proc/self/fd alias), and only Landlock judges the file the kernel finally
+ * reaches, after a symlink swapped in or an fd replaced by dup2 meanwhile.
+ */
+static uint64_t handled_fs(int abi) {
   uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
   if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
-  /* Handled, TRUNCATE costs a path walk on every open (~10 % of `grep -r`, bench/README.md). */
-  if (abi >= 3 && !truncate_by_seccomp) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
   if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
   return all & ~(uint64_t)FS_UNHANDLED;
 }
@@ -77,7 +82,7 @@ static int add_rule(int ruleset, const char *path, uint64_t access, bool optiona
 
 int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_t errlen) {
   int abi = spec->abi;
-  uint64_t fs = handled_fs(abi, spec->truncate_by_seccomp);
+  uint64_t fs = handled_fs(abi);
   struct bsh_landlock_ruleset_attr rs = {.handled_access_fs = fs, .handled_access_net = 0, .scoped = 0};
   /* The attribute grew with the ABI: older kernels accept only the fields they know. */
   size_t size = sizeof rs.handled_access_fs;
@@ -118,8 +123,6 @@ int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen) {
       .n_writable = cfg->n_scratch,
       .devices = cfg->write_dev,
       .n_devices = cfg->n_write_dev,
-      /* child.c installs the seccomp filter right after this. */
-      .truncate_by_seccomp = true,
   };
   return bsh_landlock_restrict(&spec, err, errlen);
 }

@@ -152,10 +152,6 @@ struct bsh_landlock_spec {
   size_t n_writable;
   const char *const *devices;
   size_t n_devices;
-  /* Leave truncation to the seccomp filter (truncate, ftruncate and O_TRUNC are all
-   * notified there): a handled TRUNCATE right makes Landlock walk every opened path, reads
-   * included. Only the seccomp runtime may set it; preload has no filter behind it. */
-  bool truncate_by_seccomp;
 };
 int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_t errlen);
 int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen);

@@ -45,7 +45,7 @@ afterEach(() => {
 });
 
 const bash = (script: string) =>
-  runBash(script, { cwd: ws, broker, scratch: [scratch], env: { BIN: bin, OUT: outside, SECRET: secret } });
+  runBash(script, { cwd: ws, broker, scratch: [scratch], env: { BIN: bin, OUT: outside, SECRET: secret, SCRATCH: scratch } });
 const untouched = () => {
   expect(fs.readFileSync(secret, 'utf8')).toBe('secret\n');
   expect(fs.statSync(secret).mode & 0o7777).toBe(0o644);
@@ -63,6 +63,10 @@ describe('writes outside the workspace fail and change nothing', () => {
     ['/proc/self/fd/N of a read-only fd', 'exec 3<"$SECRET"; echo x > /proc/self/fd/3'],
     ['/dev/fd/N of a read-only fd', 'exec 3<"$SECRET"; echo x > /dev/fd/3'],
     ['truncate', 'truncate -s 0 "$SECRET"'],
+    ['truncate(2) of /proc/self/fd/N of a read-only fd', `exec 3<"$SECRET"; python3 -c 'import os; os.truncate("/proc/self/fd/3", 0)'`],
+    ['truncate(2) of /dev/fd/N of a read-only fd', `exec 4<"$SECRET"; python3 -c 'import os; os.truncate("/dev/fd/4", 2)'`],
+    ['truncate(2) of /dev/stdin', `perl -e 'truncate("/dev/stdin", 0) or die $!' < "$SECRET"`],
+    ['O_RDONLY|O_TRUNC through a temp-dir link', `ln -s "$SECRET" "$SCRATCH/l" && python3 -c 'import os; os.open(os.environ["SCRATCH"] + "/l", os.O_RDONLY | os.O_TRUNC)'`],
     ['rm', 'rm -f "$SECRET"'],
     ['mv out of it', 'mv "$SECRET" ./stolen'],
     ['mv over it', 'echo x > mine && mv mine "$SECRET"'],
@@ -94,6 +98,14 @@ describe('writes outside the workspace fail and change nothing', () => {
     expect(fs.readFileSync(path.join(ws, 'new'), 'utf8')).toBe('openat2\n');
     expect(fs.existsSync(path.join(ws, 'escape'))).toBe(false);
     untouched();
+  });
+
+  it('truncating a workspace file through an alias of a read-only fd is refused, not done behind the broker', async () => {
+    fs.writeFileSync(path.join(ws, 'a.txt'), 'kept\n');
+    const result = await bash(`exec 3<a.txt; python3 -c 'import os; os.truncate("/proc/self/fd/3", 0)'`);
+    expect(result.code).not.toBe(0);
+    expect(fs.readFileSync(path.join(ws, 'a.txt'), 'utf8')).toBe('kept\n');
+    expect(broker.requests.filter((r) => r.path === path.join(ws, 'a.txt'))).toEqual([]);
   });
 
   it('an fd alias of a workspace file asks about that file and works', async () => {
@@ -153,6 +165,16 @@ describe('a thread swapping the path under the supervisor', () => {
     expect(refused).toBeGreaterThan(0);
     untouched();
     expect(fs.readFileSync(allowed, 'utf8')).toBe('R');
+  });
+
+  it.each(['rdtrunc', 'truncate'])('never truncates the denied file from scratch with %s (no write access: Landlock TRUNCATE catches swaps)', async (mode) => {
+    const allowed = sameLength(scratch);
+    const result = await runSandboxed([path.join(bin, 'racer'), allowed, secret, '15000', mode], { cwd: ws, broker, scratch: [scratch] });
+    expect(result.code, result.stderr).toBe(0);
+    const [, opened = 0, refused = 0] = /opened (\d+) refused (\d+)/.exec(result.stdout)?.map(Number) ?? [];
+    expect(opened).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(0);
+    untouched();
   });
 
   it('never truncates the denied file when the allowed path is in scratch (CONTINUE, Landlock catches swaps)', async () => {
