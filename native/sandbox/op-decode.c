@@ -331,7 +331,15 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   if (dot1 || dot2) return refuse(c, EBUSY);
   if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
   bool guarded = landlock_guarded(cfg, c->path, false) && landlock_guarded(cfg, c->to, false);
-  return guarded ? BSH_ACT_CONTINUE : ask(c);
+  if (guarded) return BSH_ACT_CONTINUE;
+  /*
+   * A swap changes both names at once: each is replaced by the other's file (a deny on
+   * writing either is sidestepped) and neither is removed, so nothing here would be
+   * backed up or judged as what it is. Within scratch it is the command's own business.
+   */
+  if (flags & RENAME_EXCHANGE)
+    return bsh_report(c, EPERM, "RENAME_EXCHANGE outside the command's temp dir: a swap is neither backed up nor judged");
+  return ask(c);
 }
 
 enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,

@@ -142,6 +142,30 @@ describe('a path the broker denies inside the workspace', () => {
   });
 });
 
+/** renameat2(A, B, RENAME_EXCHANGE) from python; prints "ok" or the errno's name. */
+const swap = (a: string, b: string) =>
+  `python3 -c 'import ctypes, errno, sys; libc = ctypes.CDLL(None, use_errno=True); r = libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2); print("ok" if r == 0 else errno.errorcode[ctypes.get_errno()])' ${a} ${b}`;
+
+describe('RENAME_EXCHANGE', () => {
+  it('is refused outside the temp dir: neither name changes and the broker is not asked', async () => {
+    fs.writeFileSync(path.join(ws, 'key.pem'), 'key\n');
+    fs.writeFileSync(path.join(ws, 'evil.txt'), 'evil\n');
+    const result = await bash(swap('key.pem', 'evil.txt'));
+    expect(result.stdout).toBe('EPERM\n');
+    expect(fs.readFileSync(path.join(ws, 'key.pem'), 'utf8')).toBe('key\n');
+    expect(fs.readFileSync(path.join(ws, 'evil.txt'), 'utf8')).toBe('evil\n');
+    expect(broker.requests.filter((r) => r.op === 'rename')).toEqual([]);
+  });
+
+  it('works inside the temp dir, which is the command\'s own', async () => {
+    fs.writeFileSync(path.join(scratch, 'a'), 'a\n');
+    fs.writeFileSync(path.join(scratch, 'b'), 'b\n');
+    const result = await bash(swap('"$SCRATCH/a"', '"$SCRATCH/b"'));
+    expect(result.stdout, result.stderr).toBe('ok\n');
+    expect(fs.readFileSync(path.join(scratch, 'a'), 'utf8')).toBe('b\n');
+  });
+});
+
 describe('a thread swapping the path under the supervisor', () => {
   // Same length as the secret's path so the racer can flip the buffer byte for byte.
   const sameLength = (dir: string) => {

@@ -47,7 +47,8 @@ const ATTEMPTS: Attempt[] = [
   { name: 'at-renameat', script: (t) => `"$TOOLS/escape" at renameat "$PWD" ${t} at-moved-${t}` },
   { name: 'at-fchmodat', script: (t) => `"$TOOLS/escape" at fchmodat "$PWD" ${t}` },
   { name: 'tmpfile-linkat', script: (_t, d) => `"$TOOLS/escape" tmpfile "$TMPDIR" ${d}/new`, auditPaths: (t, ws) => [path.join(ws, t.replace(/\.txt$/, '-dir'), 'new')] },
-  { name: 'exchange', script: (t) => `echo evil > swap-${t} && "$TOOLS/escape" at exchange "$PWD" ${t} "$PWD/swap-${t}"` },
+  // A swap is refused by the sandbox itself (it would be judged and backed up as a plain rename).
+  { name: 'exchange', script: (t) => `echo evil > swap-${t} && "$TOOLS/escape" at exchange "$PWD" ${t} "$PWD/swap-${t}"`, syscalls: ['renameat2'] },
   { name: 'flink', script: (t) => `"$TOOLS/escape" flink ${t} flinked-${t}`, auditPaths: (t, ws) => [path.join(ws, t), path.join(ws, `flinked-${t}`)] },
   { name: 'scratch-symlink', script: (t) => `ln -s "$PWD/${t}" "$TMPDIR/l-${t}" && echo x > "$TMPDIR/l-${t}"` },
   { name: 'scratch-symlink-dir', script: (_t, d) => `ln -s "$PWD/${d}" "$TMPDIR/d-${d}" && echo x > "$TMPDIR/d-${d}/f"`, auditPaths: (t, ws) => [path.join(ws, t.replace(/\.txt$/, '-dir'), 'f')] },
