@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,6 +77,12 @@ void bsh_child_run(const struct bsh_config *cfg, int sock, pid_t parent, const v
   while (n < 0 && errno == EINTR);
   if (n != 1 || go != 'G') _exit(BSH_EXIT_SETUP);
   close(sock);
+  /*
+   * Only stdin, stdout and stderr go in. Any other fd this process inherited without
+   * FD_CLOEXEC (from the caller's shell, or an embedding app's leaked descriptors) was
+   * opened outside the sandbox, and writing through it would skip the broker.
+   */
+  if (syscall(__NR_close_range, 3, ~0U, 0) != 0) _exit(BSH_EXIT_SETUP);
   sigprocmask(SIG_SETMASK, (const sigset_t *)sigmask, NULL);
   execvp(cfg->argv[0], cfg->argv);
   int saved = errno;

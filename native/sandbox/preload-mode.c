@@ -150,6 +150,8 @@ int bsh_preload_main(int argc, char **argv) {
             BSH_NAME, why);
   }
   if (prepend_preload(cfg.library) != 0) return fail("cannot set LD_PRELOAD: %s", strerror(errno));
+  /* Only stdin, stdout and stderr go in: another inherited fd was opened outside the sandbox. */
+  if (syscall(__NR_close_range, 3, ~0U, 0) != 0) return fail("cannot close inherited fds: %s", strerror(errno));
   execvp(cfg.argv[0], cfg.argv);
   int saved = errno;
   fprintf(stderr, "%s: cannot execute %s: %s\n", BSH_NAME, cfg.argv[0], strerror(saved));
