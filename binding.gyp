@@ -40,6 +40,7 @@
         "native/sandbox/noop-meta.c",
         "native/sandbox/onbehalf.c",
         "native/sandbox/refusal.c",
+        "native/sandbox/connect.c",
         "native/sandbox/broker-channel.c",
         "native/sandbox/reaper.c",
         "native/sandbox/preload-mode.c"

@@ -40,7 +40,7 @@ static int setup_error(const char *fmt, const char *arg) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... -- PROGRAM [ARGS...]\n"
+          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]... -- PROGRAM [ARGS...]\n"
           "       %s --check | --print-filter\n",
           BSH_NAME, BSH_NAME);
 }
@@ -63,6 +63,16 @@ static int add_scratch(struct bsh_config *cfg, const char *arg) {
   if (strcmp(real, "/") == 0) return setup_error("--scratch %s would make everything writable", arg);
   cfg->scratch[cfg->n_scratch] = given;
   cfg->scratch_real[cfg->n_scratch++] = real;
+  return 0;
+}
+
+static int add_unix_socket(struct bsh_config *cfg, const char *arg) {
+  if (cfg->n_unix_sockets == BSH_MAX_LIST) return setup_error("too many --unix-socket paths (%s)", arg);
+  /* Compared with the real path of what a command names; one not made yet keeps its clean absolute form. */
+  char *path = realpath(arg, NULL);
+  if (!path) path = absolute(arg);
+  if (!path || path[0] != '/') return setup_error("--unix-socket %s is not a usable path", arg);
+  cfg->unix_sockets[cfg->n_unix_sockets++] = path;
   return 0;
 }
 
@@ -185,6 +195,8 @@ int main(int argc, char **argv) {
       if (add_scratch(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--write-dev") == 0 && has_value) {
       if (add_write_dev(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
+    } else if (strcmp(a, "--unix-socket") == 0 && has_value) {
+      if (add_unix_socket(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--check") == 0) {
       check = true;
     } else if (strcmp(a, "--print-filter") == 0) {

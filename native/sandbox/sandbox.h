@@ -71,6 +71,9 @@ struct bsh_config {
   /* Extra writable device paths (--write-dev); the built-in ones are in fast-path.c. */
   const char *write_dev[BSH_MAX_LIST];
   size_t n_write_dev;
+  /* Unix sockets outside scratch the command may connect to (--unix-socket), realpath()ed. */
+  char *unix_sockets[BSH_MAX_LIST];
+  size_t n_unix_sockets;
   char **argv;
 };
 
@@ -235,6 +238,10 @@ enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call 
 
 /* --- refusal.c --- */
 /* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
+/* --- connect.c --- */
+enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
+                                uint64_t ulen);
+
 enum bsh_action bsh_report(struct bsh_call *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Syscalls the filter sends only to refuse them visibly, and the calls that act on another
  * process (signals, limits, scheduling): continued for sandboxed targets, else refused. */

@@ -67,6 +67,8 @@ static const struct bsh_syscall k_notify[] = {
     SC(mkdirat), SC(mknodat), SC(fchmod), SC(fchmodat), SC(fchmodat2), SC(fchown), SC(fchownat),
     SC(utimensat), SC(setxattr), SC(lsetxattr), SC(fsetxattr), SC(removexattr),
     SC(lremovexattr), SC(fremovexattr), SC(setxattrat), SC(removexattrat), SC(file_setattr),
+    /* Pathname unix sockets are doors out that Landlock does not scope (connect.c). */
+    SC(connect),
 };
 
 /* Sent to the supervisor only when the flags argument has a modifying bit. */

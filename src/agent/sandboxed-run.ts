@@ -20,6 +20,8 @@ export interface SandboxedStart {
   /** This call's own temp dir (TMPDIR, freely writable). */
   scratch: string;
   writableRoots: readonly string[];
+  /** Unix sockets the command may connect to besides its temp dir's and the broker's. */
+  unixSockets: readonly string[];
   toolCallId: string;
   traceId: string;
   stdio: CommandStdio;
@@ -66,6 +68,7 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       cwd: start.cwd,
       env,
       scratchDirs: [start.scratch],
+      unixSockets: [sandbox.socketPath, ...start.unixSockets],
       onRequest: kernelBridge(broker, { toolCallId, traceId }),
       onRefusal: kernelRefusalAudit(broker, { toolCallId, traceId }),
       onProtocolError: (reason) => start.log.error({ phase: 'kernel', reason, toolCallId }, 'supervisor channel problem'),

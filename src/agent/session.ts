@@ -246,6 +246,7 @@ export class SandboxSession {
         env: mergeEnv(this.#resources.env, options.env),
         scratch,
         writableRoots: this.#resources.writableRoots,
+        unixSockets: this.config.sandbox.unixSockets,
         toolCallId,
         traceId: newId('trace'),
         stdio: stdioFor(stdin, options.output ?? 'capture'),

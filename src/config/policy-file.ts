@@ -66,7 +66,7 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
 export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile): BrokeredShellConfig {
   const backup = policy.backup ?? {};
   return {
-    sandbox: { ...config.sandbox, excludedCommands: [...config.sandbox.excludedCommands] },
+    sandbox: { ...config.sandbox, excludedCommands: [...config.sandbox.excludedCommands], unixSockets: [...config.sandbox.unixSockets] },
     writableRoots: [...config.writableRoots, ...policy.writableRoots],
     fileBackup: {
       enabled: backup.enabled ?? config.fileBackup.enabled,

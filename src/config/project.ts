@@ -54,6 +54,7 @@ export const projectConfigSchema = z
         enabled: onlyTrue('a repository may not turn the sandbox off').optional(),
         excludedCommands: refused('a repository may not run commands outside the sandbox (excludedCommands belong in the home config)'),
         runtime: refused('a repository may not choose how it is sandboxed (runtime belongs in the home config)'),
+        unixSockets: refused('a repository may not open doors out of the sandbox (unixSockets belong in the home config)'),
       })
       .optional(),
     writableRoots: refused('a repository may not make more paths writable (writableRoots belong in the home config)'),
@@ -167,6 +168,7 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
     sandbox: {
       ...home.sandbox,
       excludedCommands: [...home.sandbox.excludedCommands],
+      unixSockets: [...home.sandbox.unixSockets],
       enabled: home.sandbox.enabled || project.sandbox?.enabled === true,
     },
     writableRoots: [...home.writableRoots],

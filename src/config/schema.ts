@@ -39,6 +39,10 @@ export const sandboxConfigSchema = z.strictObject({
     .default([])
     .describe('Commands that run outside the sandbox (only the home config may name them)'),
   runtime: sandboxRuntimeSchema.default('auto'),
+  unixSockets: z
+    .array(absoluteRootSchema)
+    .default([])
+    .describe("Unix sockets a sandboxed command may connect to besides its temp dir's and the broker's (an ssh agent's, say); only the home config may name them"),
 });
 
 export const fileBackupConfigSchema = z.strictObject({

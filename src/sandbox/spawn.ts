@@ -16,6 +16,8 @@ export interface SpawnSandboxedOptions {
   scratchDirs: readonly string[];
   /** Devices beyond /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/pts the command may write. */
   writeDevs?: readonly string[];
+  /** Unix sockets outside the scratch dirs the command may connect to (the broker's, an ssh agent's). */
+  unixSockets?: readonly string[];
   /** Decides each modifying syscall outside the scratch dirs; see KernelRequest/KernelAnswer. */
   onRequest: KernelRequestHandler;
   /** Told about each syscall the supervisor refused without asking (to audit it). */
@@ -42,13 +44,14 @@ export interface SandboxedProcess {
 }
 
 /** The launcher's arguments for these options (exported for diagnostics). */
-export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs'>): string[] {
+export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs' | 'unixSockets'>): string[] {
   if (options.argv.length === 0) throw new RangeError('argv must name a program');
   return [
     '--broker-fd',
     '3',
     ...options.scratchDirs.flatMap((dir) => ['--scratch', dir]),
     ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
+    ...(options.unixSockets ?? []).flatMap((socket) => ['--unix-socket', socket]),
     '--',
     ...options.argv,
   ];

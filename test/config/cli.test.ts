@@ -25,7 +25,7 @@ describe('brokered-shell config', () => {
     const result = cli(['config', 'show', '--workspace', ws], { home });
     expect(result.status).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({
-      sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
+      sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: ['/opt/cache'],
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },

@@ -91,7 +91,7 @@ describe('loading', () => {
     });
     const { config } = await load();
     expect(config).toEqual<BrokeredShellConfig>({
-      sandbox: { enabled: true, excludedCommands: ['docker'], runtime: 'seccomp' },
+      sandbox: { enabled: true, excludedCommands: ['docker'], runtime: 'seccomp', unixSockets: [] },
       writableRoots: ['/opt/cache'],
       fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny', durability: 'each' },
       fileSafety: {
@@ -151,6 +151,7 @@ describe('the project file only narrows', () => {
     ['excluded commands', { sandbox: { excludedCommands: ['curl'] } }, 'sandbox.excludedCommands', /outside the sandbox/],
     ['turning the sandbox off', { sandbox: { enabled: false } }, 'sandbox.enabled', /may not turn the sandbox off/],
     ['choosing the runtime', { sandbox: { runtime: 'preload' } }, 'sandbox.runtime', /may not choose how it is sandboxed/],
+    ['a unix socket the command may reach', { sandbox: { unixSockets: ['/run/docker.sock'] } }, 'sandbox.unixSockets', /may not open doors out of the sandbox/],
     ['a sandbox rule', { fileSafety: { rules: [{ pattern: 'dist/**', decision: 'sandbox' }] } }, 'fileSafety.rules.0.decision', /only add deny or prompt rules; "sandbox"/],
     ['a grant rule', { fileSafety: { rules: [{ pattern: '~/.ssh/**', decision: 'grant-token' }] } }, 'fileSafety.rules.0.decision', /only add deny or prompt rules; "grant-token"/],
     ['prompting outside the roots', { fileSafety: { outsideRoots: 'prompt' } }, 'fileSafety.outsideRoots', /"prompt" would turn denials/],

@@ -13,7 +13,7 @@ import type { FileSafetyRule } from '../../src/plugins/file-safety/index.js';
 describe('the configuration schema', () => {
   it('gives every field its default from {}', () => {
     expect(defaultConfig()).toEqual({
-      sandbox: { enabled: true, excludedCommands: [], runtime: 'auto' },
+      sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: [],
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
@@ -22,7 +22,7 @@ describe('the configuration schema', () => {
 
   it('fills the defaults of a section that is given in part', () => {
     const config = brokeredShellConfigSchema.parse({ sandbox: { runtime: 'preload' }, fileBackup: { maxSizeMB: 2 } });
-    expect(config.sandbox).toEqual({ enabled: true, excludedCommands: [], runtime: 'preload' });
+    expect(config.sandbox).toEqual({ enabled: true, excludedCommands: [], runtime: 'preload', unixSockets: [] });
     expect(config.fileBackup).toEqual({ enabled: true, maxSizeMB: 2, oversize: 'deny', durability: 'each' });
   });
 
