@@ -117,7 +117,22 @@ export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord
 export function getAuditHooks(broker: Broker): AuditHooks {
   let hooks = auditHooks.get(broker);
   if (!hooks) {
-    hooks = Object.freeze({ record: new SyncHook<[AuditRecord]>(['record']) });
+    const record = new SyncHook<[AuditRecord]>(['record']);
+    // A sink that throws (a forwarder down, a full disk) must not silence the sinks after it.
+    record.intercept({
+      register(tap) {
+        const deliver = tap.fn as (record: AuditRecord) => void;
+        tap.fn = (entry: AuditRecord) => {
+          try {
+            deliver(entry);
+          } catch (error) {
+            broker.log.error({ phase: 'audit', sink: tap.name, err: error }, `audit sink ${tap.name} failed`);
+          }
+        };
+        return tap;
+      },
+    });
+    hooks = Object.freeze({ record });
     auditHooks.set(broker, hooks);
   }
   return hooks;

@@ -39,6 +39,22 @@ describe('AuditPlugin', () => {
     ]);
   });
 
+  it('keeps delivering to every sink when one throws, and logs the failure', async () => {
+    const { logger, lines } = capturingLogger();
+    const broker = new Broker({ sessionId: 's1', logger }).use(identityResolver(), allowAll(), new AuditPlugin({ log: false }));
+    const records: AuditRecord[] = [];
+    getAuditHooks(broker).record.tap('broken-sink', () => {
+      throw new Error('forwarder down');
+    });
+    getAuditHooks(broker).record.tap('sink', (record) => void records.push(record));
+    const outcome = await broker.handle(writeRequest('/w/a', { action: 'check' }));
+    auditRefusal(broker, { origin: 'kernel', decidedBy: 'sandbox:supervisor', reason: 'refused' });
+    expect(outcome.ok).toBe(true);
+    expect(records.map((r) => r.operation)).toEqual(['open', 'syscall']);
+    const failures = lines().filter((line) => line.msg === 'audit sink broken-sink failed');
+    expect(failures).toHaveLength(2);
+  });
+
   it('times every tap through interceptors when asked', async () => {
     const broker = new Broker({ sessionId: 's1' }).use(new AuditPlugin({ traceTaps: true, log: false }), identityResolver(), allowAll());
     const records: AuditRecord[] = [];
