@@ -5,7 +5,7 @@ import { silentLogger, type Logger } from '../core/logger.js';
 import { firstLine, printable } from '../core/printable.js';
 import { errorCode } from './fs-util.js';
 import { resolveHome, sessionBackupDir, sessionIdSchema, sessionsDir, validateSessionId } from './layout.js';
-import { compareTimes, sortTurns } from './manifest-io.js';
+import { compareTimes, sortTurns, type DamagedTurn } from './manifest-io.js';
 import type { TurnManifest } from './manifest-schema.js';
 import type { MetadataOps } from './metadata-ops.js';
 import { SessionBackupStore } from './session-store.js';
@@ -91,11 +91,27 @@ export class BackupHome {
   }
 
   /** Turns of one session or of all, ordered by start time. */
-  async listTurns(options: { sessionId?: string } = {}): Promise<TurnManifest[]> {
+  async listTurns(options: { sessionId?: string; damaged?: DamagedTurn[] } = {}): Promise<TurnManifest[]> {
     const sessions = options.sessionId === undefined ? await this.listSessions() : [validateSessionId(options.sessionId)];
     const out: TurnManifest[] = [];
-    for (const sessionId of sessions) out.push(...(await (await this.session(sessionId)).listTurns()));
+    for (const sessionId of sessions) out.push(...(await (await this.session(sessionId)).listTurns(options.damaged)));
     return sortTurns(out);
+  }
+
+  /**
+   * The readable turns, for a choice that a turn left out would make wrong (which is the
+   * latest, what a prefix names, what a rewind undoes): a damaged turn in scope fails it,
+   * named, instead of the choice falling on another turn.
+   */
+  async #turnsForChoice(options: { sessionId?: string }, choosing: string, relevant: (damaged: DamagedTurn) => boolean = () => true): Promise<TurnManifest[]> {
+    const damaged: DamagedTurn[] = [];
+    const turns = await this.listTurns({ ...options, damaged });
+    const blocking = damaged.filter(relevant);
+    if (blocking.length > 0) {
+      const named = blocking.map((d) => `  ${printable(d.name)} (session ${printable(d.sessionId)}): ${printable(firstLine(d.reason))}`).join('\n');
+      throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot tell ${choosing}: a turn cannot be read\n${named}\nrepair or remove it first (a full turn id still reaches the others)`);
+    }
+    return turns;
   }
 
   /**
@@ -106,8 +122,11 @@ export class BackupHome {
     if (typeof ref !== 'string' || ref.length === 0 || ref.length > 256 || ref.includes('/') || ref.includes('\0')) {
       throw new BrokerError(ErrorCodes.TURN_NOT_FOUND, `invalid turn reference ${JSON.stringify(ref)}`);
     }
-    const turns = await this.listTurns(options);
     const where = options.sessionId === undefined ? `under ${this.home}` : `in session ${options.sessionId}`;
+    const turns =
+      ref === LATEST
+        ? await this.#turnsForChoice(options, `which turn is the latest ${where}`)
+        : await this.#turnsForChoice(options, `which turn ${JSON.stringify(ref)} names`, (d) => d.name.startsWith(ref));
     if (ref === LATEST) {
       const committed = turns.filter((t): t is TurnManifest & { committedAt: string } => t.committedAt !== null);
       committed.sort((a, b) => compareTimes(a.committedAt, b.committedAt) || compareTimes(a.startedAt, b.startedAt));
@@ -136,7 +155,7 @@ export class BackupHome {
    * it: the undo is itself a restore with its own rescue turn.
    */
   async lastRestore(options: { sessionId?: string } = {}): Promise<FoundTurn> {
-    const restores = (await this.listTurns(options)).filter(
+    const restores = (await this.#turnsForChoice(options, 'which restore was the last')).filter(
       (t): t is TurnManifest & { committedAt: string } => t.kind === 'restore' && t.committedAt !== null,
     );
     restores.sort((a, b) => compareTimes(a.committedAt, b.committedAt) || compareTimes(a.startedAt, b.startedAt));
@@ -156,7 +175,8 @@ export class BackupHome {
    */
   async rewindPlan(ref: string, options: { sessionId?: string } = {}): Promise<RewindPlan> {
     const { store, manifest: target } = await this.findTurn(ref, options);
-    const turns = await store.listTurns();
+    // Turn ids begin with their start time: a damaged one named after the target may be one to undo.
+    const turns = await this.#turnsForChoice({ sessionId: target.sessionId }, `what rewinding to ${target.id} undoes`, (d) => d.name > target.id);
     const from = turns.findIndex((t) => t.id === target.id);
     const later = turns.slice(from === -1 ? turns.length : from + 1).filter((t) => t.kind === 'turn');
     return { store, target, turns: [...later.reverse(), target] };

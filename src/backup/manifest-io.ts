@@ -100,10 +100,20 @@ async function readJournalIfAny(layout: StoreLayout, sessionId: string, turnId: 
   return { manifest: parsed.manifest, journal: { wholeBytes: parsed.wholeBytes, tornTail: parsed.ignored !== undefined } };
 }
 
+/** A turn (or a stray file among them) that could not be read, and why. */
+export interface DamagedTurn {
+  sessionId: string;
+  /** The turn id, or the file's name when it is not a turn's. */
+  name: string;
+  reason: string;
+}
+
 export interface ReadManifestsOptions {
   /** 'skip' logs and leaves damaged turns out (listing); 'throw' fails (anything that deletes). */
   onDamaged: 'skip' | 'throw';
   log: Logger;
+  /** With 'skip': where the damaged ones are reported, for a caller that must not act as if they were not there. */
+  damaged?: DamagedTurn[];
 }
 
 /** Every turn of a store, committed (manifest) or open (journal), ordered by start time, then id. */
@@ -118,6 +128,7 @@ export async function readManifestsIn(layout: StoreLayout, sessionId: string, op
   const damaged = (name: string, error: unknown) => {
     if (options.onDamaged === 'throw') throw error;
     options.log.warn({ file: { name }, err: error }, 'skipping a damaged turn');
+    options.damaged?.push({ sessionId, name, reason: error instanceof Error ? error.message : String(error) });
   };
   const turnIds = new Set<string>();
   for (const name of names) {

@@ -9,7 +9,7 @@ import { buildAbsentEntry, buildDirectoryEntry, buildEntry, entryBase, messageOf
 import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
-import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type TurnRecord } from './manifest-io.js';
+import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type DamagedTurn, type TurnRecord } from './manifest-io.js';
 import {
   MANIFEST_VERSION,
   isStructureEntry,
@@ -575,10 +575,11 @@ export class SessionBackupStore {
 
   /**
    * Every turn on disk, oldest start first: committed ones from their manifests, open ones
-   * from their journals (committedAt null). Damaged ones are logged and left out.
+   * from their journals (committedAt null). Damaged ones are logged and left out, and
+   * reported in `damaged` when it is given.
    */
-  async listTurns(): Promise<TurnManifest[]> {
-    return readManifestsIn(this.layout, this.sessionId, { onDamaged: 'skip', log: this.#log });
+  async listTurns(damaged?: DamagedTurn[]): Promise<TurnManifest[]> {
+    return readManifestsIn(this.layout, this.sessionId, { onDamaged: 'skip', log: this.#log, ...(damaged ? { damaged } : {}) });
   }
 
   /** One turn (committed, or open from its journal); TURN_NOT_FOUND when absent, BACKUP_FAILED when damaged. */

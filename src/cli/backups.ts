@@ -15,6 +15,7 @@ import {
   type TurnManifest,
 } from '../backup/index.js';
 import { ExitCode } from './exit-codes.js';
+import type { DamagedTurn } from '../backup/manifest-io.js';
 import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
@@ -86,19 +87,23 @@ const octal = (mode: number) => mode.toString(8).padStart(4, '0');
 export async function listCommand(io: Io, options: { session?: string; json?: boolean }, env = process.env): Promise<number> {
   const backupHome = home(env);
   let turns: TurnManifest[];
-  if (options.session === undefined) turns = await backupHome.listTurns();
+  const damaged: DamagedTurn[] = [];
+  if (options.session === undefined) turns = await backupHome.listTurns({ damaged });
   else {
     // A session with no backups yet is an empty list, not an error.
     const session = validateSessionId(options.session);
-    turns = (await backupHome.listSessions()).includes(session) ? await backupHome.listTurns({ sessionId: session }) : [];
+    turns = (await backupHome.listSessions()).includes(session) ? await backupHome.listTurns({ sessionId: session, damaged }) : [];
   }
+  // A turn that cannot be read is still a turn that changed files: said, and the status says so too.
+  for (const d of damaged) io.err(`brokered-shell: turn ${printable(d.name)} of session ${printable(d.sessionId)} cannot be read, left out: ${printable(firstLine(d.reason))}`);
+  const status = damaged.length > 0 ? ExitCode.FAILURE : ExitCode.OK;
   if (options.json) {
-    printJson(io, { turns: turns.map(turnJson) });
-    return ExitCode.OK;
+    printJson(io, { turns: turns.map(turnJson), ...(damaged.length > 0 ? { damaged } : {}) });
+    return status;
   }
   if (turns.length === 0) {
     io.out(options.session === undefined ? 'no backups yet' : `no backups for session ${printable(options.session)}`);
-    return ExitCode.OK;
+    return status;
   }
   const rows = turns.map((t) => [
     t.id,
@@ -108,7 +113,7 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),
   ]);
   io.out(table([['TURN', 'SESSION', 'COMMITTED', 'FILES', 'MESSAGE'], ...rows]));
-  return ExitCode.OK;
+  return status;
 }
 
 export async function showCommand(io: Io, ref: string, options: { json?: boolean }, env = process.env): Promise<number> {
