@@ -10,7 +10,21 @@ export { SessionGrantsPlugin, type SessionGrant, type GrantableBlock } from './p
 export { HostOperationsPlugin } from './plugins/host-operations/index.js';
 export { SandboxTokenPlugin } from './plugins/sandbox-token.js';
 export { CommandPrebackupPlugin } from './plugins/command-prebackup/index.js';
-export { AuditPlugin, getAuditHooks, type AuditRecord, type AuditHooks } from './plugins/audit.js';
+export { AuditPlugin, auditRefusal, getAuditHooks, type AuditRecord, type AuditHooks, type RefusalReport } from './plugins/audit.js';
+export { RequesterAccessPlugin, type RequesterAccessOptions } from './plugins/requester-access.js';
+export { ToolCallBindingPlugin, type ToolCallBindingOptions } from './plugins/tool-call-binding.js';
+export { socketPeerCredentials } from './native/socket-fd.js';
+export {
+  applyPolicyFile,
+  brokeredShellConfigSchema,
+  loadConfig,
+  readPolicyFile,
+  sessionConfigOf,
+  type BrokeredShellConfig,
+  type BrokeredShellConfigInput,
+  type LoadedConfig,
+  type PolicyFile,
+} from './config/index.js';
 export { BrokerServer, type BrokerServerOptions } from './ipc/server.js';
 export { operationTargets, openTargets } from './requests/targets.js';
 export { BackupHome, SessionBackupStore, resolveHome, type TurnManifest, type BackupEntry, type RestoreReport } from './backup/index.js';

@@ -6,7 +6,7 @@ import { resolveHome, validateSessionId } from '../backup/layout.js';
 import { BrokerError } from '../core/errors.js';
 import { silentLogger, type Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
-import { native, socketFd } from '../native/index.js';
+import { socketPeerCredentials } from '../native/index.js';
 import { standardPlugins } from '../plugins/standard.js';
 import { completeSessionConfig, standardOptionsOf, type SessionConfig } from './config.js';
 import { createBroker } from './create-broker.js';
@@ -103,7 +103,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
     undo.push(() => broker.close());
     if (runtime && socketDir && scratchBase) {
       const socketPath = path.join(socketDir, SOCKET_NAME);
-      const server = new BrokerServer({ broker, socketPath, peerCredentials: (socket) => native().peerCredentials(socketFd(socket)) });
+      const server = new BrokerServer({ broker, socketPath, peerCredentials: socketPeerCredentials });
       await step('the broker cannot listen', async () => {
         undo.push(() => server.close());
         await server.listen();

@@ -5,7 +5,7 @@ import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome, validateSessionId } from '../backup/layout.js';
 import { Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
-import { native, socketFd } from '../native/index.js';
+import { socketPeerCredentials } from '../native/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { standardPlugins } from '../plugins/standard.js';
 import { noteBrokerRequest } from './code-cache.js';
@@ -40,7 +40,7 @@ export async function serveCommand(io: Io, options: ServeOptions, log: Logger, e
     broker,
     socketPath,
     ...(partial > 0 ? { partialLineTimeoutMs: partial } : {}),
-    peerCredentials: (socket) => native().peerCredentials(socketFd(socket)),
+    peerCredentials: socketPeerCredentials,
   });
   await server.listen();
 

@@ -1,6 +1,6 @@
 export { native, loadNative, findPackageRoot, addonCandidates, type LoadAttempt } from './loader.js';
 export { isNativeBinding, missingBindingFunctions, BINDING_FUNCTION_NAMES, type NativeBinding } from './bindings.js';
-export { socketFd } from './socket-fd.js';
+export { socketFd, socketPeerCredentials } from './socket-fd.js';
 export {
   isNativeErrnoError,
   kernelProbeSchema,

@@ -1,4 +1,6 @@
 import type net from 'node:net';
+import { native } from './loader.js';
+import type { PeerCredentials } from './types.js';
 
 interface HandleWithFd {
   fd: number;
@@ -26,4 +28,9 @@ export function socketFd(socket: net.Socket): number {
     throw new TypeError('socketFd: the socket has no file descriptor (closed, not connected, or not a Unix socket)');
   }
   return handle.fd;
+}
+
+/** Who is at the other end of a connected Unix socket (SO_PEERCRED): a BrokerServer's `peerCredentials`. */
+export function socketPeerCredentials(socket: net.Socket): PeerCredentials {
+  return native().peerCredentials(socketFd(socket));
 }
