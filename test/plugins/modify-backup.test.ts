@@ -44,6 +44,19 @@ async function committed(broker: Broker, message = 'turn') {
   return { manifest, answer, blob: (p: string) => store.readBlob(manifest.files.find((f) => f.path === p)?.sha256 ?? '') };
 }
 
+describe('ModifyBackupPlugin: a tree holding a name that is not UTF-8', () => {
+  it('refuses moving it (EILSEQ) rather than record its file under another name', async () => {
+    const { broker } = setup();
+    const dir = path.join(ws, 'd');
+    mkdirSync(dir);
+    writeFileSync(path.join(dir, 'ok'), 'fine\n');
+    writeFileSync(Buffer.concat([Buffer.from(`${dir}/caf`), Buffer.from([0xe9])]), 'bad\n');
+    const outcome = await broker.handle(check('rename', { from: dir, to: path.join(ws, 'e') }));
+    expect(outcome).toMatchObject({ ok: false, error: { code: ErrorCodes.BACKUP_FAILED, errno: 'EILSEQ' } });
+    expect(readdirSync(ws)).toEqual(['d']);
+  });
+});
+
 describe('ModifyBackupPlugin', () => {
   it.each<[string, Operation, (f: string, g: string) => Parameters<typeof operationTargets>[1], string[]]>([
     ['delete backs up the path', 'delete', (f) => ({ path: f }), ['f']],

@@ -1,6 +1,6 @@
 import { promises as fs } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { Operation, ResolvedRequest } from '../../core/index.js';
+import { BrokerError, ErrorCodes, type Operation, type ResolvedRequest } from '../../core/index.js';
 
 /**
  * What a request is about to change, as the backup store records it before the change
@@ -74,12 +74,21 @@ interface TreeItem {
   type: 'file' | 'directory' | 'other';
 }
 
-/** Every path under `dir` (not following symlinks), parents before their contents. */
+/**
+ * Every path under `dir` (not following symlinks), parents before their contents. Names
+ * are read as bytes: one that is not valid UTF-8 would be decoded into another name, and
+ * its file recorded (and restored) under it, so the tree is refused instead (EILSEQ),
+ * as a direct change to such a name is.
+ */
 async function treeOf(dir: string): Promise<TreeItem[]> {
   const out: TreeItem[] = [];
   const walk = async (rel: string) => {
-    for (const entry of await fs.readdir(join(dir, rel), { withFileTypes: true })) {
-      const child = rel === '' ? entry.name : join(rel, entry.name);
+    for (const entry of await fs.readdir(join(dir, rel), { withFileTypes: true, encoding: 'buffer' })) {
+      const name = entry.name.toString('utf8');
+      if (!Buffer.from(name, 'utf8').equals(entry.name)) {
+        throw new BrokerError(ErrorCodes.BACKUP_FAILED, `a name in ${join(dir, rel)} is not valid UTF-8, so its file cannot be recorded`, { errno: 'EILSEQ' });
+      }
+      const child = rel === '' ? name : join(rel, name);
       if (entry.isDirectory()) {
         out.push({ path: child, type: 'directory' });
         await walk(child);
