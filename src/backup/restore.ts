@@ -463,6 +463,8 @@ function restoredItem(step: Step, written: Written = {}): RestoredItem {
  * directory it sits in, whose times move). A failure is reported and stops only its path.
  */
 async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): Promise<void> {
+  const recordedModes = new Map<string, number>();
+  for (const entry of turnEntries(plan.manifest)) if (entry.kind === 'directory') recordedModes.set(entry.path, entry.mode);
   const { report, steps } = plan;
   const attempt = async (step: Step, work: () => Promise<void>) => {
     if (step.failed) return;
@@ -500,7 +502,7 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
   for (const step of shallowestFirst) {
     if (step.entry.kind !== 'directory' || step.action === 'metadata') continue;
     await attempt(step, async () => {
-      step.createdParents = await ensureParents(rescue, step.entry.path);
+      step.createdParents = await ensureParents(rescue, step.entry.path, recordedModes);
       await rescue.parentOf(step.entry.path);
       await rescue.recordAbsent(step.entry.path);
       await fs.mkdir(step.entry.path, { mode: 0o700 });
@@ -510,7 +512,7 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
     const { entry } = step;
     if (entry.kind !== 'file' && entry.kind !== 'symlink') continue;
     await attempt(step, async () => {
-      step.createdParents = await ensureParents(rescue, entry.path);
+      step.createdParents = await ensureParents(rescue, entry.path, recordedModes);
       await rescue.parentOf(entry.path);
       const now = await lstatOrUndefined(entry.path);
       // Nothing is replaced before it is safe in the rescue turn; a failed rescue stops this path.
@@ -578,11 +580,11 @@ async function removeKept(step: Step, kept: Identity | undefined): Promise<void>
 }
 
 /**
- * Create the missing directories above `file` (ones the manifest did not record: they
- * get the default mode), each recorded as absent in the rescue turn so undoing the
- * restore removes them again. Returns whether any was created.
+ * Create the missing directories above `file` (a directory the manifest recorded gets its
+ * recorded mode, another the default one), each recorded as absent in the rescue turn so
+ * undoing the restore removes them again. Returns whether any was created.
  */
-async function ensureParents(rescue: RescueTurn, file: string): Promise<boolean> {
+async function ensureParents(rescue: RescueTurn, file: string, recordedModes: ReadonlyMap<string, number>): Promise<boolean> {
   const parent = await checkParent(file);
   if (!parent.ok) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `not restoring ${file}: ${parent.detail}`);
   if (parent.missing === undefined) return false;
@@ -591,9 +593,17 @@ async function ensureParents(rescue: RescueTurn, file: string): Promise<boolean>
   for (const dir of missing) {
     await rescue.parentOf(dir);
     await rescue.recordAbsent(dir);
-    await fs.mkdir(dir).catch((error: unknown) => {
-      if (errorCode(error) !== 'EEXIST') throw error;
-    });
+    const recorded = recordedModes.get(dir);
+    // A directory the turn recorded comes back with its own mode, even when only a file in
+    // it was asked for: a private one (0700) must not reappear open to everyone.
+    const made = await fs.mkdir(dir, recorded === undefined ? {} : { mode: 0o700 }).then(
+      () => true,
+      (error: unknown) => {
+        if (errorCode(error) !== 'EEXIST') throw error;
+        return false;
+      },
+    );
+    if (made && recorded !== undefined) await fs.chmod(dir, recorded & 0o7777);
   }
   return true;
 }
