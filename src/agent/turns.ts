@@ -130,9 +130,10 @@ export class TurnController {
       if (!answer.ok) throw new Error(typeof answer.error === 'string' ? answer.error : 'CommitModifyBackup failed');
       this.#lastFailed = undefined;
       const files = typeof answer.files === 'number' ? answer.files : 0;
+      const unsaved = Array.isArray(answer.unsaved) ? answer.unsaved.filter((p): p is string => typeof p === 'string') : [];
       const turnId = typeof answer.turnId === 'string' ? answer.turnId : turn.turnId;
-      this.#log.info({ phase: 'turn', turnId, files, commitMsg: message }, 'turn committed');
-      return { ok: true, turnId, files, message };
+      this.#log.info({ phase: 'turn', turnId, files, unsaved: unsaved.length, commitMsg: message }, 'turn committed');
+      return { ok: true, turnId, files, message, ...(unsaved.length > 0 ? { unsaved } : {}) };
     } catch (failure) {
       const error = failure instanceof Error ? failure.message : String(failure);
       this.#lastFailed = turn.turnId;

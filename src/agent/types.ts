@@ -112,6 +112,11 @@ export interface EndTurnResult {
   turnId?: string;
   /** Files backed up in the turn. */
   files: number;
+  /**
+   * Files the turn changed whose content was not saved: over the size cap, with
+   * `fileBackup.oversize: skip`. Restoring the turn cannot bring them back.
+   */
+  unsaved?: string[];
   /** The commit message used. */
   message: string;
   error?: string;

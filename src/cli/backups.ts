@@ -355,7 +355,10 @@ export async function restoreCommand(io: Io, ref: string | undefined, paths: str
       io.err(`${report.conflicts.length} file(s) left alone: they are not as the turn left them`);
     }
   }
-  if (report.failed.length > 0 || report.notInTurn.length > 0) return ExitCode.FAILURE;
+  // A file whose content was never saved (over the size cap) is not back: the restore is not whole.
+  const unsaved = unsavedIn([report]);
+  if (unsaved > 0 && !options.json) io.err(`${unsaved} file(s) not restored: the turn saved no content for them (over the size cap)`);
+  if (report.failed.length > 0 || report.notInTurn.length > 0 || unsaved > 0) return ExitCode.FAILURE;
   return report.conflicts.length > 0 ? ExitCode.CONFLICTS : ExitCode.OK;
 }
 
@@ -411,9 +414,16 @@ async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths:
       io.err(`stopped at turn ${report.stoppedAt}: ${why}; older turns were not touched`);
     }
     if (report.rescueTurnId) io.out(`what was replaced is kept in turn ${report.rescueTurnId} (restore it, or --undo-last, to undo)`);
+    const unsaved = unsavedIn(report.turns);
+    if (unsaved > 0) io.err(`${unsaved} file(s) not restored: the turns saved no content for them (over the size cap)`);
     if (report.dryRun) io.out('dry run: nothing was changed');
-    else if (report.complete) io.out(`rewound ${report.turns.length} turn(s): the files are as they were before turn ${target.id}`);
+    else if (report.complete && unsaved === 0) io.out(`rewound ${report.turns.length} turn(s): the files are as they were before turn ${target.id}`);
   }
-  if (report.notInTurn.length > 0 || report.turns.some((t) => t.failed.length > 0)) return ExitCode.FAILURE;
+  if (report.notInTurn.length > 0 || report.turns.some((t) => t.failed.length > 0) || unsavedIn(report.turns) > 0) return ExitCode.FAILURE;
   return report.complete ? ExitCode.OK : ExitCode.CONFLICTS;
+}
+
+/** Files a restore could not bring back because the turn saved no content for them (over the size cap). */
+function unsavedIn(reports: readonly RestoreReport[]): number {
+  return reports.reduce((sum, report) => sum + report.skipped.filter((item) => item.reason === 'too-large').length, 0);
 }

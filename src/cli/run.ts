@@ -132,6 +132,9 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       const files = ended.files;
       io.err(`brokered-shell: turn ${ended.turnId} backed up ${files} file${files === 1 ? '' : 's'} (brokered-shell backups show ${ended.turnId})`);
     }
+    for (const file of ended.unsaved ?? []) {
+      io.err(`brokered-shell: changed without a backup (over the size cap, fileBackup.oversize is skip; restoring cannot bring it back): ${printable(file)}`);
+    }
     return reportApproval(io, result);
   } finally {
     for (const [signal, forward] of forwarders) process.off(signal, forward);

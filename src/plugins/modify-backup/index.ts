@@ -151,7 +151,10 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const store = await this.store(broker).catch(() => undefined);
       if (!store?.hasTurn(turn.id)) return;
       const manifest = await store.commitTurn(turn.id, turn.message ?? '');
-      turn.facts.backups = manifest.files.length;
+      // A file over the size cap under `oversize: skip` has an entry but no content: not a backup.
+      const unsaved = manifest.files.filter((file) => file.skipped === 'too-large').map((file) => file.path);
+      turn.facts.backups = manifest.files.length - unsaved.length;
+      turn.facts.unsaved = unsaved;
     });
 
     broker.hooks.control.for('EnableModifyBackup').tapPromise(this.name, async (payload) => {
@@ -186,7 +189,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     broker.hooks.control.for('CommitModifyBackup').tapPromise(this.name, async (payload) => {
       const message = typeof payload.commitMsg === 'string' ? payload.commitMsg : '';
       const turn = await broker.commitTurn(message);
-      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0 };
+      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0, unsaved: turn.facts.unsaved ?? [] };
     });
   }
 
