@@ -60,6 +60,9 @@ static enum bsh_action connect_path(const struct bsh_config *cfg, struct bsh_cal
   bool slash;
   int rc = raw[0] == '/' ? 0 : bsh_proc_base_dir(c->tid, AT_FDCWD, base, sizeof base);
   if (rc == 0) rc = bsh_lexical_join(base, raw, c->path, sizeof c->path, &slash);
+  /* The command's /proc/self, not ours: resolved below in this process. */
+  if (rc == 0 && bsh_mentions_proc_self(c->path) && (rc = bsh_proc_status(c)) == 0)
+    rc = bsh_rewrite_proc_self(c->path, sizeof c->path, c->tgid, c->tid);
   if (rc != 0) return answered(c, -rc);
   char real[PATH_MAX];
   if (!realpath(c->path, real)) return answered(c, errno == ENOENT ? ENOENT : ECONNREFUSED);

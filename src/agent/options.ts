@@ -6,16 +6,15 @@ import { issueLines } from '../core/issues.js';
 import { pathSchema, sessionConfigSchema } from './config.js';
 import type { SandboxSessionOptions } from './types.js';
 
+const functionSchema = z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', 'must be a function');
+const pluginSchema = z.looseObject({ name: z.string().min(1), apply: functionSchema });
+
 /**
  * What `createSandboxSession` accepts, checked before anything is made: a wrong type
  * from a library caller must fail as clearly as a bad config file, never quietly weaken
  * the sandbox (`enabled: 0` running commands outside it, a string of roots split into
  * characters).
  */
-
-const functionSchema = z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', 'must be a function');
-const pluginSchema = z.looseObject({ name: z.string().min(1), apply: functionSchema });
-
 const sessionOptionsSchema = z.strictObject({
   workspace: pathSchema.optional(),
   sessionId: z.string().optional(),

@@ -95,8 +95,11 @@ p = os.environ["SCRATCH"] + "/own.sock"
 srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)
 c = socket.socket(socket.AF_UNIX); c.connect(p); c.sendall(b"inside")
 conn, _ = srv.accept(); print(conn.recv(16).decode())
+os.chdir(os.environ["SCRATCH"])
+c2 = socket.socket(socket.AF_UNIX); c2.connect("/proc/self/cwd/own.sock"); c2.sendall(b"via its own /proc/self")
+conn, _ = srv.accept(); print(conn.recv(32).decode())
 '`);
-    expect(result.stdout, result.stderr).toBe('inside\n');
+    expect(result.stdout, result.stderr).toBe('inside\nvia its own /proc/self\n');
   });
 
   it('refuses abstract sockets (EPERM)', async () => {
