@@ -384,7 +384,6 @@ export class SandboxSession {
  */
 export const DEFAULT_APPROVAL_ROUNDS = 32;
 
-
 function outputOf(finished: FinishedCommand) {
   return {
     exitCode: finished.exitCode,
