@@ -321,16 +321,34 @@ async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: Re
   const gone = new Set<string>();
   const byEntry = new Map<TurnEntry, Step>();
   const willBeEmpty = async (dir: string) => (await view.children(dir)).every((name) => gone.has(path.join(dir, name)));
-  for (const { entry } of order) {
+  // A path under a directory the turn removed and something else now stands in for waits
+  // until that directory's own step is planned: if it brings the directory back, the path
+  // comes back inside it in the same restore.
+  const directories = new Map(entries.filter((entry) => entry.kind === 'directory').map((entry) => [entry.path, entry]));
+  const waiting: Array<{ entry: TurnEntry; blocker: string; detail: string }> = [];
+  const context: PlanContext = {
+    force: options.force === true,
+    report,
+    view,
+    willBeEmpty,
+    awaitParent: (entry, blocker, detail) => directories.has(blocker) && waiting.push({ entry, blocker, detail }) > 0,
+  };
+  const plan = async (entry: TurnEntry, ctx: PlanContext) => {
     try {
-      const step = await planOne(entry, { force: options.force === true, report, view, willBeEmpty });
-      if (!step) continue;
+      const step = await planOne(entry, ctx);
+      if (!step) return;
       byEntry.set(entry, step);
       if (step.action === 'remove') gone.add(entry.path);
     } catch (error) {
       const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
       report.failed.push({ path: entry.path, code: failure.code, message: failure.message });
     }
+  };
+  for (const { entry } of order) await plan(entry, context);
+  for (const { entry, blocker, detail } of waiting) {
+    const parentStep = byEntry.get(directories.get(blocker) as TurnEntry);
+    if (parentStep?.action === 'replace' && parentStep.clear) await plan(entry, { ...context, awaitParent: undefined, replacedParent: blocker });
+    else report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail });
   }
   const steps = entries.flatMap((entry) => byEntry.get(entry) ?? []);
   if (report.dryRun) for (const step of steps) report.restored.push(restoredItem(step));
@@ -342,6 +360,10 @@ interface PlanContext {
   report: RestoreReport;
   view: TreeView;
   willBeEmpty: (dir: string) => Promise<boolean>;
+  /** An ancestor is not a directory now: true when the path waits for that ancestor's own step. */
+  awaitParent?: (entry: TurnEntry, blocker: string, detail: string) => boolean;
+  /** An ancestor whose step removes what stands there and makes it a directory again. */
+  replacedParent?: string;
 }
 
 async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | undefined> {
@@ -351,9 +373,14 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
     report.skipped.push({ path: entry.path, reason: 'too-large', detail: 'the file was over the size cap; only its metadata was recorded' });
     return undefined;
   }
-  const parent = await checkParent(entry.path);
-  if (!parent.ok) {
-    report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: parent.detail });
+  const checked = await checkParent(entry.path);
+  let parent: { missing: string | undefined };
+  if (checked.ok) parent = checked;
+  else if (checked.blocker !== undefined && checked.blocker === plan.replacedParent) parent = { missing: path.dirname(entry.path) };
+  else {
+    if (checked.blocker === undefined || !plan.awaitParent?.(entry, checked.blocker, checked.detail)) {
+      report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: checked.detail });
+    }
     return undefined;
   }
   const current = await plan.view.observe(entry.path);
@@ -412,7 +439,8 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
   }
 }
 
-type ParentCheck = { ok: true; missing: string | undefined } | { ok: false; detail: string };
+/** `blocker`: the ancestor that stands there as something other than a directory. */
+type ParentCheck = { ok: true; missing: string | undefined } | { ok: false; detail: string; blocker?: string };
 
 /**
  * The recorded path was symlink-resolved, so its parent must still resolve to itself.
@@ -425,7 +453,7 @@ async function checkParent(file: string): Promise<ParentCheck> {
   for (;;) {
     const stats = await lstatOrUndefined(existing);
     if (stats) {
-      if (!stats.isDirectory()) return { ok: false, detail: `${existing} is not a directory (${stats.isSymbolicLink() ? 'a symlink' : 'another file'})` };
+      if (!stats.isDirectory()) return { ok: false, detail: `${existing} is not a directory (${stats.isSymbolicLink() ? 'a symlink' : 'another file'})`, blocker: existing };
       break;
     }
     if (existing === path.dirname(existing)) return { ok: false, detail: 'no existing ancestor directory' };

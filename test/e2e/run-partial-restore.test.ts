@@ -1,7 +1,8 @@
 /**
- * Restoring one file of a tree a turn removed: the directories above it come back with
- * the modes the turn recorded for them, not the default, so a private directory is not
- * reopened to everyone by bringing one file back.
+ * Restoring a tree a turn removed. One file of it: the directories above it come back
+ * with the modes the turn recorded for them, not the default, so a private directory is
+ * not reopened to everyone by bringing one file back. A tree the turn replaced by a file:
+ * one restore brings the directory and everything in it back.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -32,5 +33,25 @@ describe('restore of one file from a removed tree', () => {
     expect(await mode('tree')).toBe(0o750);
     expect(await mode('tree/priv')).toBe(0o700);
     expect(await mode('tree/priv/sub/secret')).toBe(0o600);
+  });
+});
+
+describe('restore of a directory the turn replaced by a file', () => {
+  it('brings the directory back with its files in one restore', async () => {
+    const other = await makeWorld('dir-to-file');
+    try {
+      await fs.mkdir(path.join(other.ws, 'd', 'sub'), { recursive: true });
+      await fs.writeFile(path.join(other.ws, 'd', 'x'), 'x\n');
+      await fs.writeFile(path.join(other.ws, 'd', 'sub', 'y'), 'y\n');
+      const replaced = await run(other, 'rm -r d && echo file > d', { session: 'swap' });
+      expect(replaced.status, describeRun(replaced)).toBe(0);
+      const turn = await onlyTurn(other, 'swap');
+      const restored = await brokeredShell(other, ['backups', 'restore', turn.id]);
+      expect(restored.status, describeRun(restored)).toBe(0);
+      expect(await fs.readFile(path.join(other.ws, 'd', 'x'), 'utf8')).toBe('x\n');
+      expect(await fs.readFile(path.join(other.ws, 'd', 'sub', 'y'), 'utf8')).toBe('y\n');
+    } finally {
+      await removeWorld(other);
+    }
   });
 });
