@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,6 +47,20 @@ async function step<T>(what: string, action: () => Promise<T>): Promise<T> {
     const message = error instanceof BrokerError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
     throw new SandboxUnavailableError(`${what}: ${message}`, { cause: error });
   }
+}
+
+/** Temp dirs of sessions still open, removed if the process exits without closing them. */
+const openSessionDirs = new Set<string>();
+function removeOpenSessionDirs(): void {
+  for (const dir of openSessionDirs) rmSync(dir, { recursive: true, force: true });
+}
+function removedAtExit(dirs: readonly string[]): void {
+  if (openSessionDirs.size === 0) process.once('exit', removeOpenSessionDirs);
+  for (const dir of dirs) openSessionDirs.add(dir);
+}
+function keptAfterExit(dirs: readonly string[]): void {
+  for (const dir of dirs) openSessionDirs.delete(dir);
+  if (openSessionDirs.size === 0) process.off('exit', removeOpenSessionDirs);
 }
 
 /**
@@ -108,6 +123,12 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
         undo.push(() => server.close());
         await server.listen();
       });
+      // A session its owner never closes must not keep the process alive by its socket
+      // alone, nor leave its socket and temp dirs behind when the process exits.
+      server.unref();
+      const dirs = [socketDir, scratchBase];
+      removedAtExit(dirs);
+      undo.push(async () => void keptAfterExit(dirs));
       sandbox = { runtime, socketPath, scratchBase };
     }
     return { sessionId, workspace, config, log, env, broker, writableRoots, sandbox, release };

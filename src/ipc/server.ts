@@ -94,6 +94,12 @@ export class BrokerServer {
     this.#log.info({ phase: 'ipc', socketPath: this.#options.socketPath }, 'listening');
   }
 
+  /** Let the process exit when nothing but this server is left to keep it alive. */
+  unref(): this {
+    this.#server.unref();
+    return this;
+  }
+
   async close(): Promise<void> {
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
