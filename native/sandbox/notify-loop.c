@@ -124,15 +124,16 @@ static void refuse_all_pending(struct loop *L, int err) {
   L->n_waiting = 0;
 }
 
-static int add_pending(struct loop *L, struct bsh_call *c) {
-  if (L->n_pending == L->cap_pending) {
-    size_t cap = L->cap_pending ? L->cap_pending * 2 : 64;
-    struct bsh_call **p = realloc(L->pending, cap * sizeof *p);
+/* Appends `c` to a growable list of calls. 0 or -ENOMEM. */
+static int push_call(struct bsh_call ***list, size_t *n, size_t *cap, struct bsh_call *c) {
+  if (*n == *cap) {
+    size_t grown = *cap ? *cap * 2 : 64;
+    struct bsh_call **p = realloc(*list, grown * sizeof *p);
     if (!p) return -ENOMEM;
-    L->pending = p;
-    L->cap_pending = cap;
+    *list = p;
+    *cap = grown;
   }
-  L->pending[L->n_pending++] = c;
+  (*list)[(*n)++] = c;
   return 0;
 }
 
@@ -141,27 +142,15 @@ static uint32_t next_id(struct loop *L) {
   return L->next_id;
 }
 
-static int wait_turn(struct loop *L, struct bsh_call *c) {
-  if (L->n_waiting == L->cap_waiting) {
-    size_t cap = L->cap_waiting ? L->cap_waiting * 2 : 16;
-    struct bsh_call **w = realloc(L->waiting, cap * sizeof *w);
-    if (!w) return -ENOMEM;
-    L->waiting = w;
-    L->cap_waiting = cap;
-  }
-  L->waiting[L->n_waiting++] = c;
-  return 0;
-}
-
 /*
  * Sends `c` to the broker (a question, or a refusal to record) and keeps it pending, or
  * queues it behind the one out. 0 or -errno.
  */
 static int send_pending(struct loop *L, struct bsh_call *c) {
-  if (L->n_pending > 0) return wait_turn(L, c);
+  if (L->n_pending > 0) return push_call(&L->waiting, &L->n_waiting, &L->cap_waiting, c);
   c->broker_id = next_id(L);
   int rc = bsh_channel_queue(&L->ch, c);
-  if (rc == 0) rc = add_pending(L, c);
+  if (rc == 0) rc = push_call(&L->pending, &L->n_pending, &L->cap_pending, c);
   return rc;
 }
 

@@ -1,8 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { fileBackupConfigSchema } from '../config/schema.js';
-import { BrokerError, ErrorCodes } from '../core/errors.js';
-import { issueLines } from '../core/issues.js';
+import { parseOptions } from '../plugins/options.js';
 import { pathSchema, sessionConfigSchema } from './config.js';
 import type { SandboxSessionOptions } from './types.js';
 
@@ -38,13 +37,9 @@ const sessionOptionsSchema = z.strictObject({
 
 /** The options as given, each checked; the store root made absolute (taken from the current directory). */
 export function checkSessionOptions(options: SandboxSessionOptions): SandboxSessionOptions {
-  const checked = sessionOptionsSchema.safeParse(options);
-  if (!checked.success) {
-    const lines = issueLines(checked.error, 'options');
-    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `session options are invalid:\n  ${lines.join('\n  ')}`, { cause: checked.error });
-  }
+  const checked = parseOptions('session', sessionOptionsSchema, options);
   // The parsed copy fills the config's defaults; the caller's own objects (logger, plugins) are kept as given.
-  return { ...options, config: checked.data.config, home: options.home === undefined ? undefined : path.resolve(options.home) };
+  return { ...options, config: checked.config, home: options.home === undefined ? undefined : path.resolve(options.home) };
 }
 
 const beginTurnSchema = z.strictObject({
@@ -56,10 +51,7 @@ const beginTurnSchema = z.strictObject({
 
 /** A turn's options, checked: a per-turn size cap that is not a number must not turn into the default. */
 export function checkBeginTurnOptions<T>(options: T): T {
-  const checked = beginTurnSchema.safeParse(options);
-  if (!checked.success) {
-    const lines = issueLines(checked.error, 'options');
-    throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `beginTurn options are invalid:\n  ${lines.join('\n  ')}`, { cause: checked.error });
-  }
+  // Absent options are refused too (parseOptions reads them as {}, which lacks userMessage).
+  parseOptions('beginTurn', beginTurnSchema, options);
   return options;
 }
