@@ -252,11 +252,19 @@ export class SessionBackupStore {
 
   /**
    * The broker is done with this store: remove the spare temp files kept for backups to
-   * come (they would otherwise wait an hour to go as stale) and stop making fan-out
-   * directories ahead; resolves once nothing of that is in flight. Backups still work after it.
+   * come (they would otherwise wait an hour to go as stale), stop making fan-out
+   * directories ahead, and write the journal lines still waiting for their batch; resolves
+   * once nothing of that is in flight, so its owner may remove the home. Backups still work after it.
    */
   async close(): Promise<void> {
-    await this.blobs.close();
+    for (const [turnId, opening] of this.#turns) {
+      const turn = await opening.catch(() => undefined);
+      if (turn?.flushTimer === undefined) continue;
+      clearTimeout(turn.flushTimer);
+      turn.flushTimer = undefined;
+      void this.#exclusively(() => this.#writeDeferred(turnId, turn));
+    }
+    await Promise.all([this.blobs.close(), this.#serial]);
   }
 
   /** Whether this store holds an open (begun, not yet committed) turn of that id. */

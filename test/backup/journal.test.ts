@@ -11,6 +11,7 @@ import { turnManifestSchema, type AfterState, type BackupEntry, type TurnManifes
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
 import { capturingLogger, filesUnder, fixture, journalOnDisk, lstatNs, openTurnOnDisk, stampTimes, tempsLeft } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 const turnsDir = (root: string) => path.join(root, 'turns');
@@ -76,13 +77,25 @@ describe('open turns on disk', () => {
     for (const name of names) await fs.writeFile(path.join(work, name), `second ${name}`);
     expect(await store.backup(path.join(work, 'p0'), { turnId, operation: 'truncate' })).toBeUndefined();
 
-    const reopened = await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    const reopened = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await reopened.backup(path.join(work, 'p1'), { turnId, operation: 'truncate' })).toBeUndefined();
     const committed = await reopened.commitTurn(turnId, 'm');
     expect(committed.files.map((f) => path.basename(f.path)).sort()).toEqual(names);
     for (const entry of committed.files) {
       expect((await reopened.readBlob(entry.sha256!)).toString()).toBe(`first ${path.basename(entry.path)}`);
     }
+  });
+  it('close writes the lines still waiting for their batch, so nothing of the store runs after it', async () => {
+    const { work, store } = await fixture();
+    const turnId = newTurnId();
+    await store.beginTurn(turnId);
+    // The first entry writes the journal; the second waits for a batch.
+    const created = ['first', 'second'].map((name) => path.join(work, name));
+    for (const file of created) await store.recordCreated(file, { turnId, operation: 'open' });
+    await store.close();
+    const journal = await fs.readFile(path.join(store.root, 'turns', `${turnId}.journal`), 'utf8');
+    const entries = journal.trimEnd().split('\n').slice(1);
+    expect(entries.map((line) => (JSON.parse(line) as { path: string }).path)).toEqual(created);
   });
 });
 
@@ -267,7 +280,7 @@ describe('a crash in the middle of an append', () => {
   it('reads the turn back up to the last complete line, with a warning, and lists it as open', async () => {
     const { home, file, turnId, entries } = await crashed();
     const { logger, warnings } = capturingLogger();
-    const store = await SessionBackupStore.open({ home, sessionId: 'session-1', logger });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1', logger }));
     const turn = await store.readTurn(turnId);
     expect(turn).toMatchObject({ committedAt: null, message: null });
     expect(turn.files).toEqual(entries);
@@ -294,7 +307,7 @@ describe('a crash in the middle of an append', () => {
 
   it('continues the turn after a restart: the torn line is dropped, not glued to the next one', async () => {
     const { home, file, turnId, entries } = await crashed();
-    const store = await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await store.backup(file('a'), { turnId, operation: 'open' })).toBeUndefined();
     const d = await store.backup(file('d'), { turnId, operation: 'open' });
     await fs.writeFile(file('e'), 'original e\n');
@@ -313,7 +326,7 @@ describe('a crash in the middle of an append', () => {
     const intact = await fs.readFile(journal, 'utf8');
     await fs.appendFile(journal, '{"path":"/x","operation":"open"}\n');
     const { logger, warnings } = capturingLogger();
-    const reader = await SessionBackupStore.open({ home, sessionId: 'session-1', logger });
+    const reader = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1', logger }));
     expect((await reader.readTurn(turnId)).files).toEqual(entries);
     expect(warnings()).toHaveLength(1);
 
@@ -334,7 +347,7 @@ describe('a damaged journal', () => {
     await fs.writeFile(journal, lines.join('\n'));
 
     const { logger, warnings } = capturingLogger();
-    const reader = await SessionBackupStore.open({ home, sessionId: 'session-1', logger });
+    const reader = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1', logger }));
     expect((await reader.listTurns()).map((t) => t.id)).toEqual([committedId]);
     expect(warnings()).toEqual([expect.objectContaining({ msg: 'skipping a damaged turn' })]);
     expect((await new BackupHome({ home }).listTurns()).map((t) => t.id)).toEqual([committedId]);
@@ -394,14 +407,14 @@ describe('manifests written before the journal', () => {
 
   it('still reads committed ones', async () => {
     const { home, turnId, old } = await legacy(false);
-    const store = await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await store.readTurn(turnId)).toEqual(old);
     expect(await new BackupHome({ home }).listTurns()).toEqual([old]);
   });
 
   it('still reads open ones, and continues them into a journal', async () => {
     const { home, turnId, old, file } = await legacy(true);
-    const store = await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await store.listTurns()).toEqual([old]);
     expect(await store.backup(file('a'), { turnId, operation: 'open' })).toBeUndefined();
     await fs.writeFile(file('c'), 'original c\n');
@@ -424,7 +437,7 @@ describe('a journal left beside its committed manifest', () => {
     expect(await store.listTurns()).toEqual([committed]);
     expect(await store.readTurn(turnId)).toEqual(committed);
     expect(committed.files.map((f) => f.sha256)).toEqual(entries.map((e) => e.sha256));
-    await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await filesUnder(turnsDir(store.root))).toEqual([`${turnId}.json`]);
   });
 });
