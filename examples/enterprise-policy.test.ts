@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ApprovalPlugin, BackupHome, Broker, ErrorCodes, openTargets, operationTargets, standardPlugins, type FileSafetyRule } from '../src/index.js';
 import { CacheGrantPlugin, DenyPemPlugin, PackageJsonApprovalPlugin, enterprisePolicy } from './enterprise-policy/index.js';
+import { closeLater, closeOpened } from '../test/helpers/close-opened.js';
 
 let base: string;
 let ws: string;
@@ -19,10 +20,13 @@ beforeEach(() => {
   mkdirSync(ws);
   mkdirSync(path.join(cache, 'tool'), { recursive: true });
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 function broker(rules: FileSafetyRule[] = []) {
-  return new Broker({ sessionId: 's1' })
+  return closeLater(new Broker({ sessionId: 's1' }))
     .use(...standardPlugins({ home: store, userHome, writableRoots: [ws], rules, trashEnv: { XDG_DATA_HOME: base, HOME: userHome } }))
     .use(...enterprisePolicy({ home: userHome }));
 }
@@ -131,7 +135,7 @@ describe('CacheGrantPlugin (loosens, on purpose)', () => {
     const b = broker([{ pattern: '~/.cache/secret', decision: 'deny' }]);
     expect(await b.handle(kernelWrite(path.join(cache, 'secret', 'x')))).toMatchObject({ ok: false, decision: { verdict: 'deny', source: 'file-safety:rules[0]' } });
     // The broker's own store stays unwritable even if it lived under ~/.cache.
-    const inCache = new Broker({ sessionId: 's1' })
+    const inCache = closeLater(new Broker({ sessionId: 's1' }))
       .use(...standardPlugins({ home: path.join(cache, 'brokered-shell'), userHome, writableRoots: [ws] }))
       .use(new CacheGrantPlugin({ home: userHome }));
     mkdirSync(path.join(cache, 'brokered-shell'));

@@ -4,6 +4,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { ApprovalPlugin, Broker, ErrorCodes, openTargets, standardPlugins } from '../src/index.js';
 import { tempDir } from '../test/helpers/serve-process.js';
 import { PemApprovalPlugin } from './pem-approval-plugin.js';
+import { closeLater, closeOpened } from '../test/helpers/close-opened.js';
 
 let base: string;
 let ws: string;
@@ -12,10 +13,13 @@ beforeEach(() => {
   ws = path.join(base, 'ws');
   mkdirSync(ws);
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 function broker() {
-  return new Broker({ sessionId: 's1' }).use(
+  return closeLater(new Broker({ sessionId: 's1' })).use(
     ...standardPlugins({ home: path.join(base, 'home'), writableRoots: [ws], trashEnv: { XDG_DATA_HOME: base, HOME: base } }),
     new PemApprovalPlugin(),
   );

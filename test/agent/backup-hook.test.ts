@@ -12,6 +12,7 @@ import { ModifyBackupPlugin, getModifyBackupHooks, type BackedUpInfo } from '../
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { openTargets } from '../../src/requests/targets.js';
 import { allowAll } from '../helpers/bare-broker.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
 
 let base: string;
@@ -21,7 +22,10 @@ beforeEach(() => {
   ws = path.join(base, 'ws');
   mkdirSync(ws);
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 const write = (file: string, toolCallId?: string) => ({
   origin: 'kernel' as const,
@@ -34,7 +38,7 @@ const write = (file: string, toolCallId?: string) => ({
 
 describe('getModifyBackupHooks(broker).backedUp', () => {
   it('is called once per entry stored, with the tool call, operation, request and turn', async () => {
-    const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: path.join(base, 'home') }));
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: path.join(base, 'home') }));
     const seen: Array<[BackupEntry, BackedUpInfo]> = [];
     getModifyBackupHooks(broker).backedUp.tap('test', (entry, info) => void seen.push([entry, info]));
     const file = path.join(ws, 'f.txt');
@@ -52,7 +56,7 @@ describe('getModifyBackupHooks(broker).backedUp', () => {
   });
 
   it('a listener that throws does not fail the backup or the request', async () => {
-    const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: path.join(base, 'home') }));
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: path.join(base, 'home') }));
     getModifyBackupHooks(broker).backedUp.tap('bad', () => {
       throw new Error('listener broke');
     });
@@ -66,7 +70,7 @@ describe('EnableModifyBackup without a usable store', () => {
   it('enabling fails; disabling succeeds, and then changes proceed without backups', async () => {
     const notADir = path.join(base, 'home-is-a-file');
     writeFileSync(notADir, 'x');
-    const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: notADir }));
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home: notADir }));
     const file = path.join(ws, 'f.txt');
     writeFileSync(file, 'before');
     // On (the default) and unusable: refused, closed.

@@ -5,6 +5,7 @@ import { ErrorCodes } from '../../src/core/errors.js';
 import { BackupHome } from '../../src/backup/backup-home.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import { tempDir } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 /** A home with two sessions and turns at known times; ids chosen so prefixes collide on purpose. */
 async function populatedHome() {
@@ -12,8 +13,8 @@ async function populatedHome() {
   const work = await tempDir('bsh-work-');
   let now = new Date('2026-03-01T10:00:00.000Z');
   const clock = () => now;
-  const alpha = await SessionBackupStore.open({ home, sessionId: 'alpha', clock });
-  const beta = await SessionBackupStore.open({ home, sessionId: 'beta', clock });
+  const alpha = closeLater(await SessionBackupStore.open({ home, sessionId: 'alpha', clock }));
+  const beta = closeLater(await SessionBackupStore.open({ home, sessionId: 'beta', clock }));
   const at = (iso: string) => (now = new Date(iso));
 
   await fs.writeFile(path.join(work, 'a.txt'), 'a');
@@ -107,7 +108,7 @@ describe('BackupHome', () => {
 
   it('lists an ambiguous prefix one line per candidate, messages escaped, at most ten', async () => {
     const home = await tempDir('bsh-home-many-');
-    const store = await SessionBackupStore.open({ home, sessionId: 'many' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'many' }));
     const ids = Array.from({ length: 12 }, (_, i) => `20260401-1000${String(i).padStart(2, '0')}-abc${String(i).padStart(3, '0')}`);
     for (const id of ids) {
       await store.beginTurn(id);

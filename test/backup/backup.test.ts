@@ -9,6 +9,7 @@ import { newTurnId, sessionBackupDir } from '../../src/backup/layout.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
 import { filesUnder, fixture, lstatNs, openTurnOnDisk, stampTimes, tempDir, tempsLeft } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -16,7 +17,7 @@ const sha = (data: string | Buffer) => createHash('sha256').update(data).digest(
 describe('SessionBackupStore.open', () => {
   it('creates the contract layout with private directories', async () => {
     const home = await tempDir();
-    const store = await SessionBackupStore.open({ home, sessionId: 'abc-123' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'abc-123' }));
     expect(store.root).toBe(path.join(home, 'workspace', 'sessions', 'abc-123', 'modify_backup'));
     for (const dir of ['', 'blobs', 'turns', 'tmp']) {
       const stats = await fs.stat(path.join(store.root, dir));
@@ -39,7 +40,7 @@ describe('SessionBackupStore.open', () => {
 
   it('applies initial settings through the normaliser', async () => {
     const home = await tempDir();
-    const store = await SessionBackupStore.open({ home, sessionId: 's', settings: { fileBackupMaxSizeMB: 5000, oversize: 'skip' } });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 's', settings: { fileBackupMaxSizeMB: 5000, oversize: 'skip' } }));
     expect(store.settings).toEqual({ enabled: true, fileBackupMaxSizeMB: 1024, oversize: 'skip' });
     expect(sessionBackupDir(home, 's')).toBe(store.root);
   });

@@ -7,6 +7,7 @@ import { backupEntrySchema, type BackupEntry } from '../../src/backup/manifest-s
 import { SessionBackupStore, type OpenStoreOptions } from '../../src/backup/session-store.js';
 import { setTimesNsWithTouch } from '../../src/backup/metadata-ops.js';
 import { SPARE_PREFIX } from '../../src/backup/spare-temps.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 
 const made: string[] = [];
 
@@ -17,11 +18,8 @@ export async function tempDir(prefix = 'bsh-backup-'): Promise<string> {
   return dir;
 }
 
-const opened: SessionBackupStore[] = [];
-
 afterEach(async () => {
-  // A store may still be making fan-out directories ahead (fanout-dirs.ts): close it first.
-  for (const store of opened.splice(0)) await store.close();
+  await closeOpened();
   while (made.length > 0) {
     const dir = made.pop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });
@@ -38,7 +36,7 @@ export async function fixture(options: Partial<OpenStoreOptions> = {}): Promise<
   const home = await tempDir('bsh-home-');
   const work = await tempDir('bsh-work-');
   const store = await SessionBackupStore.open({ home, sessionId: 'session-1', ...options });
-  opened.push(store);
+  closeLater(store);
   return { home, work, store };
 }
 

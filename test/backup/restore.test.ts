@@ -9,6 +9,7 @@ import { newTurnId } from '../../src/backup/layout.js';
 import type { XattrAccess } from '../../src/backup/metadata-ops.js';
 import type { SessionBackupStore } from '../../src/backup/session-store.js';
 import { filesUnder, fixture, lstatNs, stampTimes } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 const sha = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -161,7 +162,7 @@ describe('commitTurn', () => {
     await fs.writeFile(path.join(work, 'b'), 'b');
     await store.backup(path.join(work, 'a'), { turnId, operation: 'open' });
     const { SessionBackupStore } = await import('../../src/backup/session-store.js');
-    const reopened = await SessionBackupStore.open({ home, sessionId: 'session-1' });
+    const reopened = closeLater(await SessionBackupStore.open({ home, sessionId: 'session-1' }));
     expect(await reopened.backup(path.join(work, 'a'), { turnId, operation: 'open' })).toBeUndefined();
     await reopened.backup(path.join(work, 'b'), { turnId, operation: 'open' });
     const manifest = await reopened.commitTurn(turnId, 'after restart');

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import type { TurnManifest } from '../../src/backup/manifest-schema.js';
 import { tempDir } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 /** Shared by the retention-*.test.ts files: real stores on real files. */
 
@@ -37,7 +38,7 @@ export interface Built {
 
 /** Open a session's store whose clock reads `iso`. */
 export function openAt(home: string, sessionId: string, iso: string): Promise<SessionBackupStore> {
-  return SessionBackupStore.open({ home, sessionId, clock: () => new Date(iso), reflink: false });
+  return SessionBackupStore.open({ home, sessionId, clock: () => new Date(iso), reflink: false }).then(closeLater);
 }
 
 /** Back up each path, then change the files, then commit: one turn as the broker makes it. */

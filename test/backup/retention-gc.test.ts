@@ -7,6 +7,7 @@ import { BackupHome } from '../../src/backup/backup-home.js';
 import { collectGarbage, gcReportSchema, type GcOptions } from '../../src/backup/gc.js';
 import { pruneBackups } from '../../src/backup/retention.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
+import { closeLater } from '../helpers/close-opened.js';
 import {
   A1,
   A2,
@@ -37,7 +38,7 @@ async function gc(built: Built, options: Partial<GcOptions> = {}) {
 async function strayBlob(built: Built, content: string): Promise<string> {
   const file = path.join(built.work, `stray-${sha(content).slice(0, 8)}`);
   await fs.writeFile(file, content);
-  const store = await SessionBackupStore.open({ home: built.home, sessionId: SESSION, reflink: false });
+  const store = closeLater(await SessionBackupStore.open({ home: built.home, sessionId: SESSION, reflink: false }));
   const stored = await store.blobs.snapshot(file, await fs.lstat(file, { bigint: true }), 1 << 20);
   expect(stored.sha256).toBe(sha(content));
   return stored.sha256;
@@ -174,7 +175,7 @@ describe('GC racing a backup (another process)', () => {
       },
     });
     expect(report).toMatchObject({ blobsRemoved: 0, blobsKeptRecent: 1 });
-    const store = await SessionBackupStore.open({ home: built.home, sessionId: SESSION });
+    const store = closeLater(await SessionBackupStore.open({ home: built.home, sessionId: SESSION }));
     expect((await store.readBlob(blob)).toString()).toBe(content);
     expect((await store.readTurn(turnId)).files.map((f) => f.sha256)).toEqual([blob]);
   });

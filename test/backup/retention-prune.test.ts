@@ -7,6 +7,7 @@ import { ErrorCodes } from '../../src/core/errors.js';
 import { BackupHome } from '../../src/backup/backup-home.js';
 import { pruneBackups, pruneReportSchema, parseOlderThan, type PruneOptions, type PruneReport } from '../../src/backup/retention.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
+import { closeLater } from '../helpers/close-opened.js';
 import {
   A1,
   A2,
@@ -332,7 +333,7 @@ describe('content survives', () => {
   it('prune keeps blobs of the turns it keeps: their files still read back byte for byte', async () => {
     const built = await buildStore();
     await prune(built, { keepLast: 2 });
-    const store = await SessionBackupStore.open({ home: built.home, sessionId: SESSION });
+    const store = closeLater(await SessionBackupStore.open({ home: built.home, sessionId: SESSION }));
     expect((await store.readBlob(sha(A3))).toString()).toBe(A3);
     expect((await store.readBlob(sha(A1))).toString()).toBe(A1);
     await expect(store.readBlob(sha(A2))).rejects.toMatchObject({ code: ErrorCodes.BACKUP_FAILED });

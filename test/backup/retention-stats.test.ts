@@ -7,6 +7,7 @@ import { SessionBackupStore } from '../../src/backup/session-store.js';
 import { backupStats, statsReportSchema } from '../../src/backup/stats.js';
 import { tempDir } from './helpers.js';
 import { SESSION, buildStore, dayIso, openAt, treeState, turn, type Built } from './retention-fixture.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 const C = 'c'.repeat(49) + '\n'; // 50 B
 const ORPHAN = 'orphan\n'; // 7 B
@@ -27,7 +28,7 @@ async function knownHome(): Promise<Built> {
   await open.backup(c, { turnId: '20260202-000000-dddddd', operation: 'truncate' });
   const orphan = path.join(built.work, 'orphan.txt');
   await fs.writeFile(orphan, ORPHAN);
-  const store = await SessionBackupStore.open({ home: built.home, sessionId: 'sess-l' });
+  const store = closeLater(await SessionBackupStore.open({ home: built.home, sessionId: 'sess-l' }));
   await store.blobs.snapshot(orphan, await fs.lstat(orphan, { bigint: true }), 1 << 20);
   // Quiet before a test looks at the home: no spare temp still being made. The turn stays open.
   await Promise.all([open.close(), store.close()]);

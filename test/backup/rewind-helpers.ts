@@ -17,6 +17,7 @@ import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, openTargets, type OperationPaths } from '../../src/requests/targets.js';
 import { allowAll } from '../helpers/bare-broker.js';
+import { closeLater } from '../helpers/close-opened.js';
 import { tempDir } from './helpers.js';
 
 export const SESSION = 'rewind-session';
@@ -55,7 +56,7 @@ export interface Recorder {
 export async function recorder(): Promise<Recorder> {
   const home = await tempDir('bsh-rewind-home-');
   const ws = await tempDir('bsh-rewind-ws-');
-  const broker = new Broker({ sessionId: SESSION }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home }, { metadata: metadataOps() }));
+  const broker = closeLater(new Broker({ sessionId: SESSION })).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home }, { metadata: metadataOps() }));
   const backups = new BackupHome({ home, metadata: metadataOps() });
   const ask = async (input: BrokerRequestInput) => {
     const outcome = await broker.handle(input);

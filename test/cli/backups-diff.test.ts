@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ANSI, cli, makeTurn, tempDir, writeOld } from './helpers.js';
+import { closeLater } from '../helpers/close-opened.js';
 
 const TURN = '20260301-120000-d1ff00';
 
@@ -158,7 +159,7 @@ describe('backups diff', () => {
 
   it('what the turn created: diffed from /dev/null; created-and-gone and directories only when named', async () => {
     const { SessionBackupStore } = await import('../../src/backup/index.js');
-    const store = await SessionBackupStore.open({ home, sessionId: 'sess-d' });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'sess-d' }));
     const turn = '20260301-150000-c4ea7e';
     await store.beginTurn(turn);
     for (const name of ['made.txt', 'made-link', 'made-dir', 'temp.txt']) await store.recordCreated(at(name), { turnId: turn, operation: 'open' });
@@ -188,7 +189,7 @@ describe('backups diff', () => {
   it('a file skipped as too large: no content to diff, said plainly', async () => {
     const big = await writeOld(at('big.dat'), Buffer.alloc(2 * 1024 * 1024, 0x61));
     const { SessionBackupStore } = await import('../../src/backup/index.js');
-    const store = await SessionBackupStore.open({ home, sessionId: 'sess-d', settings: { enabled: true, fileBackupMaxSizeMB: 1, oversize: 'skip' } });
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'sess-d', settings: { enabled: true, fileBackupMaxSizeMB: 1, oversize: 'skip' } }));
     const turn = '20260301-140000-b19000';
     await store.beginTurn(turn);
     await store.backup(big, { turnId: turn, operation: 'open' });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterEach } from 'vitest';
 import { SessionBackupStore, type TurnManifest } from '../../src/backup/index.js';
 import { CLI, REPO_ROOT } from '../helpers/serve-process.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 
 export { CLI, REPO_ROOT };
 
@@ -24,6 +25,7 @@ export async function tempDir(prefix: string): Promise<string> {
 }
 
 afterEach(async () => {
+  await closeOpened();
   while (made.length > 0) {
     const dir = made.pop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });
@@ -73,7 +75,7 @@ export async function makeTurn(options: {
   backups: Array<{ path: string; operation: string }>;
   change: () => Promise<void>;
 }): Promise<TurnManifest> {
-  const store = await SessionBackupStore.open({ home: options.home, sessionId: options.sessionId, clock: clockAt(options.at) });
+  const store = closeLater(await SessionBackupStore.open({ home: options.home, sessionId: options.sessionId, clock: clockAt(options.at) }));
   await store.beginTurn(options.turnId);
   for (const b of options.backups) await store.backup(b.path, { turnId: options.turnId, operation: b.operation, toolCallId: 'tool-1' });
   await options.change();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { PROJECT_CONFIG_FILE, loadConfig, sessionConfigOf, type BrokeredShellConfig } from '../../src/config/index.js';
 import { ApprovalPlugin, Broker, ErrorCodes, openTargets, operationTargets, standardPlugins } from '../../src/index.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 
 // The loaded configuration on a real broker with real files: what the loader promises is
 // what file-safety then does.
@@ -16,10 +17,13 @@ beforeEach(() => {
   mkdirSync(ws);
   mkdirSync(path.join(base, 'home'));
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 function broker(config: BrokeredShellConfig) {
-  return new Broker({ sessionId: 's1' }).use(
+  return closeLater(new Broker({ sessionId: 's1' })).use(
     ...standardPlugins({
       home: path.join(base, 'store'),
       userHome: path.join(base, 'home'),

@@ -5,6 +5,7 @@ import { BackupHome } from '../../src/backup/index.js';
 import { Broker, ErrorCodes, Stage, type BrokerRequestInput } from '../../src/core/index.js';
 import { standardPlugins } from '../../src/plugins/standard.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
 
 let base: string;
@@ -17,10 +18,13 @@ beforeEach(() => {
   home = path.join(base, 'home');
   mkdirSync(ws);
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 function broker(options: { maxMB?: number } = {}) {
-  return new Broker({ sessionId: 's1' }).use(
+  return closeLater(new Broker({ sessionId: 's1' })).use(
     ...standardPlugins({
       home,
       writableRoots: [ws],

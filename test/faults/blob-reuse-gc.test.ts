@@ -13,12 +13,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { collectGarbage, type GcFaults } from '../../src/backup/gc.js';
 import { SessionBackupStore } from '../../src/backup/session-store.js';
 import { sessionStoreDir, sha256 } from './fault-helpers.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 
 const SESSION = 'gc-race';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 let base: string | undefined;
 afterEach(async () => {
+  await closeOpened();
   if (base) await fs.rm(base, { recursive: true, force: true });
   base = undefined;
 });
@@ -38,7 +40,7 @@ async function setup(content: string): Promise<Setup> {
   const home = path.join(base, 'home');
   const file = path.join(base, 'source.txt');
   await fs.writeFile(file, content);
-  const store = await SessionBackupStore.open({ home, sessionId: SESSION, reflink: false });
+  const store = closeLater(await SessionBackupStore.open({ home, sessionId: SESSION, reflink: false }));
   const stored = await store.blobs.snapshot(file, await fs.lstat(file, { bigint: true }), 1 << 20);
   const blobPath = path.join(sessionStoreDir(home, SESSION), stored.blob);
   const old = new Date(Date.now() - 2 * DAY_MS);

@@ -13,6 +13,7 @@ import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { SessionGuardPlugin } from '../../src/plugins/session-guard.js';
 import { fixedPolicy } from '../helpers/bare-broker.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
 
 let base: string;
@@ -25,7 +26,10 @@ beforeEach(() => {
   mkdirSync(path.join(ws, 'sub'), { recursive: true });
   for (const name of ['a', 'f', 'g', 'keep.bin', 'sub/f']) writeFileSync(path.join(ws, name), `old ${name}`);
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 /** Writes inside the workspace are allowed, except keep.bin; everything else is denied. */
 const workspacePolicy = () =>
@@ -36,7 +40,7 @@ const workspacePolicy = () =>
   });
 
 function setup(options: CommandPrebackupOptions = {}) {
-  const broker = new Broker({ sessionId: 's1' }).use(
+  const broker = closeLater(new Broker({ sessionId: 's1' })).use(
     new SessionGuardPlugin(),
     new PathResolutionPlugin(),
     workspacePolicy(),

@@ -8,6 +8,7 @@ import { SPARE_PREFIX } from '../../src/backup/spare-temps.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
 import { allowAll } from '../helpers/bare-broker.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -20,11 +21,14 @@ beforeEach(() => {
   home = path.join(base, 'home');
   mkdirSync(ws);
 });
-afterEach(() => rmSync(base, { recursive: true, force: true }));
+afterEach(async () => {
+  await closeOpened();
+  rmSync(base, { recursive: true, force: true });
+});
 
 function setup(options: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip' } = {}) {
   const plugin = new ModifyBackupPlugin({ home, ...options });
-  const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), plugin);
+  const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), plugin);
   return { broker, plugin };
 }
 
@@ -172,7 +176,7 @@ describe('ModifyBackupPlugin', () => {
 
   it.each(['each', 'turn'] as const)('opens the store with durability %s, which an enable command does not change', async (durability) => {
     const plugin = new ModifyBackupPlugin({ home, durability });
-    const broker = new Broker({ sessionId: 's1' }).use(new PathResolutionPlugin(), allowAll(), plugin);
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), plugin);
     const store = await plugin.store(broker);
     expect(store.durability).toBe(durability);
     expect(await broker.control('EnableModifyBackup', { enabled: true, fileBackupMaxSizeMB: 5 })).toMatchObject({ ok: true });
@@ -223,7 +227,7 @@ describe('its log line', () => {
         return child(...args);
       }) as typeof logger.child;
     }
-    const broker = new Broker({ sessionId: 's1', logger }).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home }));
+    const broker = closeLater(new Broker({ sessionId: 's1', logger })).use(new PathResolutionPlugin(), allowAll(), new ModifyBackupPlugin({ home }));
     return { broker, lines, children: () => children };
   }
 

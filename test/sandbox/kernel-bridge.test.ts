@@ -5,6 +5,7 @@ import { Broker, type Outcome } from '../../src/core/index.js';
 import { standardPlugins } from '../../src/plugins/standard.js';
 import { kernelBridge, kernelToBrokerRequest, outcomeToKernelAnswer } from '../../src/sandbox/kernel-bridge.js';
 import type { KernelOp, KernelRequest } from '../../src/sandbox/protocol.js';
+import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
 
 const broker = new Broker({ sessionId: 's1' });
@@ -92,10 +93,13 @@ describe('kernelBridge through the standard plugins', () => {
     writeFileSync(path.join(base, 'outside'), 'x');
     symlinkSync(path.join(base, 'outside'), path.join(ws, 'out-link'));
   });
-  afterAll(() => rmSync(base, { recursive: true, force: true }));
+  afterAll(async () => {
+    await closeOpened();
+    rmSync(base, { recursive: true, force: true });
+  });
 
   it('allows a workspace write with its real path and refuses an escape through a link', async () => {
-    const b = new Broker({ sessionId: 's1' }).use(...standardPlugins({ home: path.join(base, 'home'), writableRoots: [ws] }));
+    const b = closeLater(new Broker({ sessionId: 's1' })).use(...standardPlugins({ home: path.join(base, 'home'), writableRoots: [ws] }));
     const bridge = kernelBridge(b);
     expect(await bridge(kernel('open', { flags: 0o1101, path: path.join(ws, 'new.txt') }))).toEqual({ errno: 0, path: path.join(ws, 'new.txt') });
     expect(await bridge(kernel('open', { flags: 0o1101, path: path.join(ws, 'out-link') }))).toEqual({ errno: 13 });
