@@ -15,13 +15,15 @@ type SyncFdFn = (fd: number, done: (error: NodeJS.ErrnoException | null) => void
 /**
  * Watch every fsync of `blobs`: the names it covers are those present when it began, and
  * they count as durable once it has finished. `hold` keeps the next N syncs of `blobs`
- * from finishing until `release`.
+ * from finishing until `release` (or, when the disk is slower than the test, until both
+ * the disk and the release are done).
  */
 function watchBlobSyncs(blobs: string) {
   const { fsync } = nodeFs;
   const durable = new Set<string>();
   const held: Array<() => void> = [];
   let toHold = 0;
+  let released = false;
   let syncs = 0;
   nodeFs.fsync = ((fd, done) => {
     if (readlinkSync(`/proc/self/fd/${fd}`) !== blobs) return fsync(fd, done);
@@ -33,7 +35,8 @@ function watchBlobSyncs(blobs: string) {
     };
     if (toHold > 0) {
       toHold -= 1;
-      fsync(fd, (error) => held.push(() => finish(error)));
+      // A held sync the disk finishes only after the release goes straight through.
+      fsync(fd, (error) => (released ? finish(error) : held.push(() => finish(error))));
     } else fsync(fd, finish);
   }) as SyncFdFn as typeof nodeFs.fsync;
   restores.push(() => Object.assign(nodeFs, { fsync }));
@@ -46,6 +49,7 @@ function watchBlobSyncs(blobs: string) {
       toHold = count;
     },
     release() {
+      released = true;
       for (const go of held.splice(0)) go();
     },
   };
