@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { errorCode } from './fs-util.js';
+import { errorCode, lstatOrUndefined } from './fs-util.js';
 import { isDirectoryState, observeState, type ObserveOptions } from './file-state.js';
 import type { AfterState } from './manifest-schema.js';
 
@@ -12,8 +12,28 @@ export interface TreeView {
   observe(file: string): Promise<AfterState>;
   /** Names in `dir` (none when it is not a directory). */
   children(dir: string): Promise<string[]>;
+  /** What stands at `file`, a final symlink not followed: enough to check a parent chain. */
+  kindOf(file: string): Promise<NodeKind>;
+  /** The existing directory `dir` with every symlink above it resolved. */
+  realpath(dir: string): Promise<string>;
   /** Record that `file` would now be in `state` (dry runs only). */
   assume(file: string, state: AfterState): void;
+}
+
+export type NodeKind = 'directory' | 'symlink' | 'file' | 'absent';
+
+async function lstatKind(file: string): Promise<NodeKind> {
+  const stats = await lstatOrUndefined(file);
+  if (!stats) return 'absent';
+  return stats.isDirectory() ? 'directory' : stats.isSymbolicLink() ? 'symlink' : 'file';
+}
+
+/** The file system's own answers to a parent-chain check. */
+export const diskParents: Pick<TreeView, 'kindOf' | 'realpath'> = { kindOf: lstatKind, realpath: (dir) => fs.realpath(dir) };
+
+function kindOfState(state: AfterState): NodeKind {
+  if (isDirectoryState(state)) return 'directory';
+  return state.type === 'absent' || state.type === 'symlink' ? state.type : 'file';
 }
 
 async function readNames(dir: string): Promise<string[]> {
@@ -31,6 +51,7 @@ export function realView(options: ObserveOptions): TreeView {
   return {
     observe: (file) => observeState(file, options),
     children: readNames,
+    ...diskParents,
     assume: () => undefined,
   };
 }
@@ -65,6 +86,16 @@ export function overlayView(options: ObserveOptions): TreeView {
         else names.add(name);
       }
       return [...names];
+    },
+    kindOf: async (file) => {
+      const state = lookup(file);
+      return state ? kindOfState(state) : lstatKind(file);
+    },
+    // A directory the earlier turns' steps would make stands at its own name, under its parent's real path.
+    realpath: async function realpath(dir): Promise<string> {
+      const state = lookup(dir);
+      if (state && isDirectoryState(state) && dir !== path.dirname(dir)) return path.join(await realpath(path.dirname(dir)), path.basename(dir));
+      return fs.realpath(dir);
     },
     assume: (file, state) => void assumed.set(file, state),
   };

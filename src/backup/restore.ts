@@ -10,7 +10,7 @@ import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from '
 import { newTurnId } from './layout.js';
 import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
 import { readXattrs, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
-import { overlayView, realView, type TreeView } from './restore-view.js';
+import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
 
 export interface RestoreOptions {
   /** Only these paths (absolute) and what lies under them; paths the turn did not touch are reported as `notInTurn`. */
@@ -373,7 +373,7 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
     report.skipped.push({ path: entry.path, reason: 'too-large', detail: 'the file was over the size cap; only its metadata was recorded' });
     return undefined;
   }
-  const checked = await checkParent(entry.path);
+  const checked = await checkParent(entry.path, plan.view);
   let parent: { missing: string | undefined };
   if (checked.ok) parent = checked;
   else if (checked.blocker !== undefined && checked.blocker === plan.replacedParent) parent = { missing: path.dirname(entry.path) };
@@ -445,21 +445,22 @@ type ParentCheck = { ok: true; missing: string | undefined } | { ok: false; deta
 /**
  * The recorded path was symlink-resolved, so its parent must still resolve to itself.
  * If a directory was swapped for a symlink since, writing "into" it would land
- * elsewhere: refuse. Missing parents (a deleted directory) are recreated.
+ * elsewhere: refuse. Missing parents (a deleted directory) are recreated. Looked at through
+ * `view`: a dry run of several turns sees the directories the newer turns' steps bring back.
  */
-async function checkParent(file: string): Promise<ParentCheck> {
+async function checkParent(file: string, view: Pick<TreeView, 'kindOf' | 'realpath'>): Promise<ParentCheck> {
   const parent = path.dirname(file);
   let existing = parent;
   for (;;) {
-    const stats = await lstatOrUndefined(existing);
-    if (stats) {
-      if (!stats.isDirectory()) return { ok: false, detail: `${existing} is not a directory (${stats.isSymbolicLink() ? 'a symlink' : 'another file'})`, blocker: existing };
+    const kind = await view.kindOf(existing);
+    if (kind !== 'absent') {
+      if (kind !== 'directory') return { ok: false, detail: `${existing} is not a directory (${kind === 'symlink' ? 'a symlink' : 'another file'})`, blocker: existing };
       break;
     }
     if (existing === path.dirname(existing)) return { ok: false, detail: 'no existing ancestor directory' };
     existing = path.dirname(existing);
   }
-  const real = await fs.realpath(existing);
+  const real = await view.realpath(existing);
   if (real !== existing) return { ok: false, detail: `${existing} now resolves to ${real}` };
   return { ok: true, missing: existing === parent ? undefined : parent };
 }
@@ -613,7 +614,7 @@ async function removeKept(step: Step, kept: Identity | undefined): Promise<void>
  * undoing the restore removes them again. Returns whether any was created.
  */
 async function ensureParents(rescue: RescueTurn, file: string, recordedModes: ReadonlyMap<string, number>): Promise<boolean> {
-  const parent = await checkParent(file);
+  const parent = await checkParent(file, diskParents);
   if (!parent.ok) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `not restoring ${file}: ${parent.detail}`);
   if (parent.missing === undefined) return false;
   const missing: string[] = [];

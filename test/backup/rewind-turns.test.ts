@@ -103,6 +103,29 @@ describe('rewind to a turn', () => {
     expect((await plan.store.listTurns()).map((t) => t.id)).toEqual(turns.map((t) => t.id));
   });
 
+  it('a dry run sees a directory a newer turn replaced come back before an older turn\'s paths inside it', async () => {
+    const rec = await recorder();
+    const at = (rel: string) => path.join(rec.ws, rel);
+    await plant(at('d/x'), 'x v1\n', 0o644, 1_500_000_001);
+    await stampDirs(rec.ws);
+    const before = await treeSnapshot(rec.ws);
+    await rec.write(at('d/x'), 'x v2\n');
+    const first = await rec.commit('edit d/x');
+    await rec.rmTree(at('d'));
+    await rec.write(at('d'), 'd is a file now\n');
+    await rec.commit('rm -r d; echo > d');
+    const plan = await rec.backups.rewindPlan(first.id);
+    const dry = await plan.store.rewind(plan.turns, { dryRun: true });
+    expect(dry.turns.map((t) => t.conflicts)).toEqual([[], []]);
+    expect(dry.complete).toBe(true);
+    const real = await plan.store.rewind(plan.turns);
+    expect(real.complete).toBe(true);
+    // The dry run announced exactly what the rewind then did.
+    const actions = (report: typeof real) => report.turns.map((t) => t.restored.map((r) => [r.path, r.action]));
+    expect(actions(dry)).toEqual(actions(real));
+    expect(await treeSnapshot(rec.ws)).toEqual(before);
+  });
+
   it('stops at the first turn with conflicts (nothing of it changed, older turns untouched); --force goes through', async () => {
     const { rec, turns, trees } = await threeTurns();
     // A person changes a file only turn 2 touched, after turn 3.
