@@ -2,7 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { entryBlob, listBlobsOnDisk, selectSessions, sessionLayout } from './gc.js';
-import { readManifestsIn } from './manifest-io.js';
+import { readManifestsIn, type DamagedTurn } from './manifest-io.js';
 
 /**
  * What the backups hold and what they cost, read-only (nothing is opened for writing,
@@ -41,6 +41,8 @@ export type SessionStats = z.infer<typeof sessionStatsSchema>;
 export const statsReportSchema = z.strictObject({
   sessions: z.array(sessionStatsSchema),
   total: storeTotalsSchema,
+  /** Turns that cannot be read: not counted, and their blobs count as unreferenced. */
+  damaged: z.array(z.strictObject({ sessionId: z.string(), name: z.string(), reason: z.string() })),
 });
 export type StatsReport = z.infer<typeof statsReportSchema>;
 
@@ -48,7 +50,7 @@ export interface StatsOptions {
   home: string;
   /** Only this session (TURN_NOT_FOUND when it has no backups). */
   sessionId?: string;
-  /** Damaged turns are left out and logged here. */
+  /** Damaged turns are left out, logged here and named in the report. */
   logger?: Logger;
 }
 
@@ -57,7 +59,8 @@ export async function backupStats(options: StatsOptions): Promise<StatsReport> {
   const log = options.logger ?? silentLogger();
   const sessionIds = await selectSessions(home, options.sessionId);
   const sessions: SessionStats[] = [];
-  for (const sessionId of sessionIds) sessions.push(await sessionStats(home, sessionId, log));
+  const damaged: DamagedTurn[] = [];
+  for (const sessionId of sessionIds) sessions.push(await sessionStats(home, sessionId, log, damaged));
   const total = emptyTotals();
   for (const s of sessions) {
     total.turns += s.turns;
@@ -70,12 +73,12 @@ export async function backupStats(options: StatsOptions): Promise<StatsReport> {
     total.unreferencedBytes += s.unreferencedBytes;
   }
   total.dedupRatio = ratio(total.logicalBytes, total.storedBytes);
-  return { sessions, total };
+  return { sessions, total, damaged };
 }
 
-async function sessionStats(home: string, sessionId: string, log: Logger): Promise<SessionStats> {
+async function sessionStats(home: string, sessionId: string, log: Logger, damaged: DamagedTurn[]): Promise<SessionStats> {
   const layout = sessionLayout(home, sessionId);
-  const turns = await readManifestsIn(layout, sessionId, { onDamaged: 'skip', log });
+  const turns = await readManifestsIn(layout, sessionId, { onDamaged: 'skip', log, damaged });
   const out: SessionStats = { sessionId, ...emptyTotals() };
   const referenced = new Set<string>();
   for (const turn of turns) {

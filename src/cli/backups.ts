@@ -20,7 +20,7 @@ import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
-import { printJson, printable, table, type Io } from './output.js';
+import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 import { renderDiff, renderLinkDiff } from './render-diff.js';
 
 /** The store every `backups` command (and the `backups ui` page) reads and restores from. */
@@ -94,9 +94,7 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     const session = validateSessionId(options.session);
     turns = (await backupHome.listSessions()).includes(session) ? await backupHome.listTurns({ sessionId: session, damaged }) : [];
   }
-  // A turn that cannot be read is still a turn that changed files: said, and the status says so too.
-  for (const d of damaged) io.err(`brokered-shell: turn ${printable(d.name)} of session ${printable(d.sessionId)} cannot be read, left out: ${printable(firstLine(d.reason))}`);
-  const status = damaged.length > 0 ? ExitCode.FAILURE : ExitCode.OK;
+  const status = nameDamagedTurns(io, damaged);
   if (options.json) {
     printJson(io, { turns: turns.map(turnJson), ...(damaged.length > 0 ? { damaged } : {}) });
     return status;

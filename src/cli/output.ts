@@ -1,5 +1,7 @@
 import { BrokerError } from '../core/errors.js';
-import { printable } from '../core/printable.js';
+import { firstLine, printable } from '../core/printable.js';
+import type { DamagedTurn } from '../backup/manifest-io.js';
+import { ExitCode } from './exit-codes.js';
 
 export { printable };
 
@@ -49,4 +51,13 @@ export function table(rows: string[][]): string {
   const widths: number[] = [];
   for (const row of safe) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
   return safe.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
+}
+
+/**
+ * Name each turn left out because it cannot be read: it is still a turn that changed files.
+ * Returns the status of a command that had to leave some out.
+ */
+export function nameDamagedTurns(io: Io, damaged: readonly DamagedTurn[]): number {
+  for (const d of damaged) io.err(`brokered-shell: turn ${printable(d.name)} of session ${printable(d.sessionId)} cannot be read, left out: ${printable(firstLine(d.reason))}`);
+  return damaged.length > 0 ? ExitCode.FAILURE : ExitCode.OK;
 }

@@ -12,7 +12,7 @@ import {
   type StatsReport,
 } from '../backup/index.js';
 import { ExitCode } from './exit-codes.js';
-import { describeError, printJson, printable, table, type Io } from './output.js';
+import { describeError, nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 
 export interface PruneCommandOptions {
   session?: string;
@@ -99,13 +99,15 @@ function printPrune(io: Io, report: PruneReport): void {
 /** `backups stats`. */
 export async function statsCommand(io: Io, options: { session?: string; json?: boolean }, env = process.env): Promise<number> {
   const report = await backupStats({ home: resolveHome(env), ...(options.session === undefined ? {} : { sessionId: options.session }) });
+  // As `list` does: a turn left out is named, and the figures are not given as whole.
+  const status = nameDamagedTurns(io, report.damaged);
   if (options.json) {
     printJson(io, report);
-    return ExitCode.OK;
+    return status;
   }
   if (report.sessions.length === 0) {
     io.out('no backups yet');
-    return ExitCode.OK;
+    return status;
   }
   const row = (name: string, s: StatsReport['total']) => [
     name,
@@ -121,7 +123,8 @@ export async function statsCommand(io: Io, options: { session?: string; json?: b
   const rows = report.sessions.map((s) => row(s.sessionId, s));
   if (options.session === undefined) rows.push(row('total', report.total));
   io.out(table([['SESSION', 'TURNS', 'OPEN', 'FILES', 'BLOBS', 'STORED', 'LOGICAL', 'DEDUP', 'UNREFERENCED'], ...rows]));
-  return ExitCode.OK;
+  if (report.damaged.length > 0) io.out('turns that cannot be read are not counted; their blobs count as unreferenced');
+  return status;
 }
 
 const UNITS = ['KiB', 'MiB', 'GiB', 'TiB'] as const;

@@ -116,6 +116,7 @@ describe('backup stats', () => {
     expect(await backupStats({ home })).toEqual({
       sessions: [],
       total: { turns: 0, openTurns: 0, files: 0, blobs: 0, storedBytes: 0, logicalBytes: 0, dedupRatio: null, unreferencedBlobs: 0, unreferencedBytes: 0 },
+      damaged: [],
     });
   });
 });

@@ -1,6 +1,6 @@
 /**
- * A turn whose manifest cannot be read is still a turn that changed files. Listing says
- * so (and exits 1); choosing a turn by `latest`, by a prefix, or what a rewind undoes
+ * A turn whose manifest cannot be read is still a turn that changed files. Listing and
+ * stats say so (and exit 1); choosing a turn by `latest`, by a prefix, or what a rewind undoes
  * refuses and names it, instead of quietly picking or skipping another turn.
  */
 import fs from 'node:fs/promises';
@@ -54,6 +54,18 @@ describe('a damaged turn', () => {
     const json = cliJson<{ turns: Array<{ id: string }>; damaged: Array<{ sessionId: string; name: string }> }>(['backups', 'list', '--json'], { home });
     expect(json.status).toBe(1);
     expect(json.json.turns.map((t) => t.id)).toEqual([T1, T3]);
+    expect(json.json.damaged).toEqual([expect.objectContaining({ sessionId: 's', name: T2 })]);
+  });
+
+  it('is named by stats, which counts the others and exits 1', async () => {
+    await damage(T2);
+    const stats = cli(['backups', 'stats'], { home });
+    expect(stats.status).toBe(1);
+    expect(stats.stderr).toContain(`brokered-shell: turn ${T2} of session s cannot be read, left out: `);
+    expect(stats.stdout).toContain('turns that cannot be read are not counted');
+    const json = cliJson<{ total: { turns: number }; damaged: Array<{ sessionId: string; name: string }> }>(['backups', 'stats', '--json'], { home });
+    expect(json.status).toBe(1);
+    expect(json.json.total.turns).toBe(2);
     expect(json.json.damaged).toEqual([expect.objectContaining({ sessionId: 's', name: T2 })]);
   });
 
