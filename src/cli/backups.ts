@@ -108,9 +108,11 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     t.sessionId,
     t.committedAt ?? 'open',
     String(t.files.length),
+    // Paths the turn made where nothing was: an undo removes them, though no file was backed up.
+    String((t.structure ?? []).filter((entry) => entry.kind === 'absent').length),
     t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),
   ]);
-  io.out(table([['TURN', 'SESSION', 'COMMITTED', 'FILES', 'MESSAGE'], ...rows]));
+  io.out(table([['TURN', 'SESSION', 'COMMITTED', 'FILES', 'CREATED', 'MESSAGE'], ...rows]));
   return status;
 }
 

@@ -130,16 +130,34 @@ describe('backups list', () => {
     expect(result.status).toBe(0);
     const lines = result.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(4);
-    expect(lines[0]).toMatch(/^TURN\s+SESSION\s+COMMITTED\s+FILES\s+MESSAGE$/);
-    expect(lines[1]?.split(/\s{2,}/)).toEqual([T1, 'sess-a', '2026-01-01T00:00:01.000Z', '2', 'edit two files']);
-    expect(lines[3]?.split(/\s{2,}/)).toEqual([T3, 'sess-b', '2026-01-02T00:00:02.000Z', '1', 'other session']);
+    expect(lines[0]).toMatch(/^TURN\s+SESSION\s+COMMITTED\s+FILES\s+CREATED\s+MESSAGE$/);
+    expect(lines[1]?.split(/\s{2,}/)).toEqual([T1, 'sess-a', '2026-01-01T00:00:01.000Z', '2', '0', 'edit two files']);
+    expect(lines[3]?.split(/\s{2,}/)).toEqual([T3, 'sess-b', '2026-01-02T00:00:02.000Z', '1', '0', 'other session']);
+  });
+
+  it('human output counts what a turn created, so a turn that only made files does not look empty', async () => {
+    const made = ['n1.txt', 'n2.txt'].map((name) => path.join(work, name));
+    await makeTurn({
+      home,
+      sessionId: 'sess-c',
+      turnId: '20260103-000001-dddddd',
+      message: 'npm install',
+      at: '2026-01-03T00:00:01.000Z',
+      backups: [],
+      created: made,
+      change: async () => {
+        for (const file of made) await fs.writeFile(file, 'new\n');
+      },
+    });
+    const lines = cli(['backups', 'list', '--session', 'sess-c'], { home }).stdout.trimEnd().split('\n');
+    expect(lines[1]?.split(/\s{2,}/)).toEqual(['20260103-000001-dddddd', 'sess-c', '2026-01-03T00:00:01.000Z', '0', '2', 'npm install']);
   });
 
   it('human output keeps a multi-line message with escape codes on one safe line', () => {
     const { stdout } = cli(['backups', 'list', '--session', 'sess-a'], { home });
     expect(stdout).not.toContain('\u001b');
     const row = stdout.split('\n').find((l) => l.startsWith(T2));
-    expect(row).toMatch(/\s1\s+first line …$/);
+    expect(row).toMatch(/\s1\s+0\s+first line …$/);
   });
 });
 

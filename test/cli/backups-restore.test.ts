@@ -133,7 +133,7 @@ describe('backups restore', () => {
     expect(shown.json.files.every((f) => f.operation === 'restore')).toBe(true);
     const human = cli(['backups', 'show', String(rescue)], { home });
     expect(human.stdout).toContain(`restore of turn ${TURN}; restore this turn to undo it\n`);
-    expect(cli(['backups', 'list'], { home }).stdout).toMatch(new RegExp(`^${rescue}\\s.*\\s3\\s+\\[restore\\] restore of ${TURN}$`, 'm'));
+    expect(cli(['backups', 'list'], { home }).stdout).toMatch(new RegExp(`^${rescue}\\s.*\\s3\\s+1\\s+\\[restore\\] restore of ${TURN}$`, 'm'));
 
     const undo = restore(String(rescue));
     expect(undo.stderr).toBe('');

@@ -73,11 +73,14 @@ export async function makeTurn(options: {
   message: string;
   at: string;
   backups: Array<{ path: string; operation: string }>;
+  /** Paths the turn makes where nothing was (recorded before `change` makes them). */
+  created?: string[];
   change: () => Promise<void>;
 }): Promise<TurnManifest> {
   const store = closeLater(await SessionBackupStore.open({ home: options.home, sessionId: options.sessionId, clock: clockAt(options.at) }));
   await store.beginTurn(options.turnId);
   for (const b of options.backups) await store.backup(b.path, { turnId: options.turnId, operation: b.operation, toolCallId: 'tool-1' });
+  for (const file of options.created ?? []) await store.recordCreated(file, { turnId: options.turnId, operation: 'open' });
   await options.change();
   return store.commitTurn(options.turnId, options.message);
 }
