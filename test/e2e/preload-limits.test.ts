@@ -9,6 +9,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +28,9 @@ let world: World;
 let result: CliRun;
 let statuses: Map<string, number>;
 let manifest: TurnManifest;
+/** A unix socket outside every root, standing for another session's `serve` or a root service. */
+let service: net.Server;
+let serviceConnections = 0;
 const ws = (name: string) => path.join(world.ws, name);
 const read = (file: string) => fs.readFile(file, 'utf8');
 const missing = (file: string) =>
@@ -40,6 +44,11 @@ beforeAll(async () => {
   for (const name of ['static', 'cleared', 'raw', 'asked']) await writeOld(ws(name), OLD);
   await writeOld(path.join(world.outside, 'static'), OLD);
   await writeOld(path.join(world.outside, 'dynamic'), OLD);
+  service = net.createServer((socket) => {
+    serviceConnections += 1;
+    socket.end();
+  });
+  await new Promise<void>((resolve) => service.listen(path.join(world.outside, 'service.sock'), resolve));
   const script = [
     ST,
     SHOW_RUNTIME,
@@ -52,13 +61,18 @@ beforeAll(async () => {
     // Landlock still holds outside the writable roots, for everything.
     `busybox sh -c 'echo x > "$OUT/static"' 2>/dev/null; st outside-static`,
     `echo x > "$OUT/dynamic" 2>/dev/null; st outside-dynamic`,
+    // Nothing governs connect(2) here (the seccomp runtime mediates it).
+    `perl -MIO::Socket::UNIX -e 'exit(IO::Socket::UNIX->new(Peer => "$ENV{OUT}/service.sock") ? 0 : 1)'; st connect-outside`,
   ].join('\n');
   result = await runPreload(world, script, { session: SESSION });
   statuses = caseStatuses(result.out);
   manifest = await onlyTurn(world, SESSION);
 });
 
-afterAll(() => removeWorld(world));
+afterAll(async () => {
+  await new Promise((resolve) => service.close(resolve));
+  await removeWorld(world);
+});
 
 describe('preload runtime: limits', () => {
   it('ran in the preload runtime', () => {
@@ -82,6 +96,11 @@ describe('preload runtime: limits', () => {
     expect(statuses.get('raw'), describeRun(result)).toBe(0);
     expect(await missing(ws('raw'))).toBe(true);
     expect(entryFor(manifest, ws('raw'))).toBeUndefined();
+  });
+
+  it('LIMIT: a command connects to a unix socket outside every root', () => {
+    expect(statuses.get('connect-outside'), describeRun(result)).toBe(0);
+    expect(serviceConnections).toBe(1);
   });
 
   it('the same change by a dynamically linked program is backed up', async () => {
