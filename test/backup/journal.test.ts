@@ -85,6 +85,7 @@ describe('open turns on disk', () => {
       expect((await reopened.readBlob(entry.sha256!)).toString()).toBe(`first ${path.basename(entry.path)}`);
     }
   });
+
   it('close writes the journal lines still waiting for their batch before it resolves', async () => {
     const { work, store } = await fixture();
     const turnId = newTurnId();

@@ -1,7 +1,7 @@
 /**
  * A turn whose manifest cannot be read is still a turn that changed files. Listing and
- * stats say so (and exit 1); choosing a turn by `latest`, by a prefix, or what a rewind undoes
- * refuses and names it, instead of quietly picking or skipping another turn.
+ * stats say so (and exit 1); choosing a turn by `latest`, by a prefix, or what a rewind
+ * undoes refuses and names it, instead of quietly picking or skipping another turn.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
