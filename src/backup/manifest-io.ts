@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { z } from 'zod';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { errorCode, removeQuietly, writeFileAtomic } from './fs-util.js';
@@ -101,12 +102,13 @@ async function readJournalIfAny(layout: StoreLayout, sessionId: string, turnId: 
 }
 
 /** A turn (or a stray file among them) that could not be read, and why. */
-export interface DamagedTurn {
-  sessionId: string;
+export const damagedTurnSchema = z.strictObject({
+  sessionId: z.string(),
   /** The turn id, or the file's name when it is not a turn's. */
-  name: string;
-  reason: string;
-}
+  name: z.string(),
+  reason: z.string(),
+});
+export type DamagedTurn = z.infer<typeof damagedTurnSchema>;
 
 export interface ReadManifestsOptions {
   /** 'skip' logs and leaves damaged turns out (listing); 'throw' fails (anything that deletes). */

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { entryBlob, listBlobsOnDisk, selectSessions, sessionLayout } from './gc.js';
-import { readManifestsIn, type DamagedTurn } from './manifest-io.js';
+import { damagedTurnSchema, readManifestsIn, type DamagedTurn } from './manifest-io.js';
 
 /**
  * What the backups hold and what they cost, read-only (nothing is opened for writing,
@@ -42,7 +42,7 @@ export const statsReportSchema = z.strictObject({
   sessions: z.array(sessionStatsSchema),
   total: storeTotalsSchema,
   /** Turns that cannot be read: not counted, and their blobs count as unreferenced. */
-  damaged: z.array(z.strictObject({ sessionId: z.string(), name: z.string(), reason: z.string() })),
+  damaged: z.array(damagedTurnSchema),
 });
 export type StatsReport = z.infer<typeof statsReportSchema>;
 
