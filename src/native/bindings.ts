@@ -31,6 +31,11 @@ export interface NativeBinding {
   /** renameat2; crossing file systems fails with code 'EXDEV'. */
   renameAt(fromDir: string, fromName: string, toDir: string, toName: string, options?: RenameAtOptions): void;
   mkdirAt(dir: string, name: string, mode: number): void;
+  /**
+   * mknodat of a FIFO, socket or device node, then fchownat (-1 keeps the caller's uid or
+   * gid) and fchmodat2 on the name just made, never following it: `mode` is exact.
+   */
+  mknodAt(dir: string, name: string, type: 'fifo' | 'socket' | 'char-device' | 'block-device', mode: number, rdev: number, uid: number, gid: number): void;
   /** Hard link; a symlink source is linked as the symlink itself. */
   linkAt(fromDir: string, fromName: string, toDir: string, toName: string): void;
   symlinkAt(target: string, dir: string, name: string): void;
@@ -82,6 +87,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   unlinkAt: true,
   renameAt: true,
   mkdirAt: true,
+  mknodAt: true,
   linkAt: true,
   symlinkAt: true,
   chmodAt: true,

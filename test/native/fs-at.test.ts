@@ -30,6 +30,7 @@ describe('directory arguments and names', () => {
     ['renameAt (from)', (dir, name) => b().renameAt(dir, name, real, 'to')],
     ['renameAt (to)', (dir, name) => b().renameAt(real, 'file', dir, name)],
     ['mkdirAt', (dir, name) => b().mkdirAt(dir, name, 0o700)],
+    ['mknodAt', (dir, name) => b().mknodAt(dir, name, 'fifo', 0o600, 0, -1, -1)],
     ['linkAt (from)', (dir, name) => b().linkAt(dir, name, real, 'to')],
     ['linkAt (to)', (dir, name) => b().linkAt(real, 'file', dir, name)],
     ['symlinkAt', (dir, name) => b().symlinkAt('somewhere', dir, name)],
@@ -108,6 +109,43 @@ describe('mkdirAt', () => {
     expect(fs.statSync(made).isDirectory()).toBe(true);
     expect(modeOf(made)).toBe(0o700);
     expect(catchErrno(() => b().mkdirAt(real, 'made', 0o700))).toMatchObject({ code: 'EEXIST', syscall: 'mkdirat' });
+  });
+});
+
+describe('mknodAt', () => {
+  it('makes a FIFO and a socket node with their exact modes, whatever the umask', () => {
+    const umask = process.umask(0o077);
+    try {
+      b().mknodAt(real, 'fifo', 'fifo', 0o664, 0, -1, -1);
+      b().mknodAt(real, 'sock', 'socket', 0o4755, 0, -1, -1);
+    } finally {
+      process.umask(umask);
+    }
+    expect(fs.lstatSync(path.join(real, 'fifo')).isFIFO()).toBe(true);
+    expect(modeOf(path.join(real, 'fifo'))).toBe(0o664);
+    expect(fs.lstatSync(path.join(real, 'sock')).isSocket()).toBe(true);
+    // The mode is set after the owner, so a setuid bit survives the chown.
+    expect(modeOf(path.join(real, 'sock'))).toBe(0o4755);
+  });
+
+  it('makes a device node with its device number and owner (root)', () => {
+    b().mknodAt(real, 'null', 'char-device', 0o640, fs.statSync('/dev/null').rdev, 1234, 5678);
+    const made = fs.lstatSync(path.join(real, 'null'));
+    expect(made.isCharacterDevice()).toBe(true);
+    expect(made).toMatchObject({ rdev: fs.statSync('/dev/null').rdev, uid: 1234, gid: 5678, mode: fs.constants.S_IFCHR | 0o640 });
+  });
+
+  it('refuses an existing name, a symlink included, without touching what is there', () => {
+    fs.symlinkSync(path.join(real, 'target'), path.join(real, 'ln'));
+    expect(catchErrno(() => b().mknodAt(real, 'ln', 'fifo', 0o600, 0, -1, -1))).toMatchObject({ code: 'EEXIST', syscall: 'mknodat' });
+    expect(fs.existsSync(path.join(real, 'target'))).toBe(false);
+    expect(fs.lstatSync(path.join(real, 'ln')).isSymbolicLink()).toBe(true);
+  });
+
+  it('refuses a type it does not know', () => {
+    // @ts-expect-error: checking the runtime guard against a wrong type name
+    expect(() => b().mknodAt(real, 'x', 'file', 0o600, 0, -1, -1)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_VALUE' }));
+    expect(fs.existsSync(path.join(real, 'x'))).toBe(false);
   });
 });
 
