@@ -1,7 +1,7 @@
 import type { BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { isoFromNs, permissionBits } from './fs-util.js';
-import type { AbsentEntry, BackupEntry, DirectoryEntry } from './manifest-schema.js';
+import type { AbsentEntry, BackupEntry, DirectoryEntry, SpecialEntry, SpecialFileType } from './manifest-schema.js';
 
 /** Who asked for a backup and why: the validated caller-supplied part of an entry. */
 export interface EntryBase {
@@ -122,6 +122,14 @@ export function buildAbsentEntry(base: EntryBase, backedUpAt: string): AbsentEnt
 export function buildDirectoryEntry(base: EntryBase, stats: BigIntStats, xattrs: Record<string, string> | null, backedUpAt: string): DirectoryEntry {
   const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'directory' as const }, stats) as DirectoryEntry;
   entry.xattrs = xattrs;
+  entry.backedUpAt = backedUpAt;
+  entry.after = null;
+  return attributed(entry, base);
+}
+
+/** A FIFO, socket or device node's type, device number and metadata before the turn changed it. */
+export function buildSpecialEntry(base: EntryBase, stats: BigIntStats, fileType: SpecialFileType, backedUpAt: string): SpecialEntry {
+  const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'special' as const, fileType, rdev: Number(stats.rdev) }, stats) as SpecialEntry;
   entry.backedUpAt = backedUpAt;
   entry.after = null;
   return attributed(entry, base);

@@ -30,7 +30,8 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   // Fields spelled out, no `...owner` in the middle: Node 20's V8 pays a runtime call per field after a spread (a commit observes every file).
   let state: AfterState;
   if (type === 'directory') state = { type: 'other', fileType: 'directory', mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString() };
-  else if (type !== 'file') return { type: 'other', fileType: type };
+  // A FIFO, socket or device: its mode and owner, which a rewind puts back and compares (no xattrs: user.* cannot be set on them).
+  else if (type !== 'file') return type === 'unknown' ? { type: 'other', fileType: type } : { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid };
   else {
     const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? (await hashFile(file)).sha256 : null;
     state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), uid, gid };
@@ -46,6 +47,8 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
       return { type: 'absent' };
     case 'directory':
       return { type: 'other', fileType: 'directory', mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, xattrs: entry.xattrs };
+    case 'special':
+      return { type: 'other', fileType: entry.fileType, mode: entry.mode, uid: entry.uid, gid: entry.gid };
     case 'symlink':
       return { type: 'symlink', target: entry.linkTarget ?? '', uid: entry.uid, gid: entry.gid };
     case 'file':

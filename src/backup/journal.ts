@@ -70,7 +70,7 @@ export function journalHeaderOf(manifest: TurnManifest): JournalHeader {
 
 /** The schema a journal line of this kind must satisfy. */
 function lineSchemaFor(kind: unknown): z.ZodType<TurnEntry> {
-  return kind === 'absent' || kind === 'directory' ? structureEntrySchema : backupEntrySchema;
+  return kind === 'absent' || kind === 'directory' || kind === 'special' ? structureEntrySchema : backupEntrySchema;
 }
 
 /** One entry as its journal line, validated on its own (never the whole turn). */

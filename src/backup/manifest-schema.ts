@@ -132,15 +132,39 @@ export const directoryEntrySchema = z.strictObject({
 });
 export type DirectoryEntry = z.infer<typeof directoryEntrySchema>;
 
+/** The file types a special entry records: those `mknod` can make again. */
+export const specialFileTypeSchema = z.enum(['fifo', 'socket', 'char-device', 'block-device']);
+export type SpecialFileType = z.infer<typeof specialFileTypeSchema>;
+const SPECIAL_FILE_TYPES: ReadonlySet<string> = new Set(specialFileTypeSchema.options);
+export const isSpecialFileType = (type: string): type is SpecialFileType => SPECIAL_FILE_TYPES.has(type);
+
+/**
+ * A FIFO, socket or device node as it was before the turn deleted, replaced, renamed or
+ * changed it. It holds no content; rewinding makes it again (`mknod`) with its mode,
+ * owner and times. `rdev` is the device number (0 for a FIFO or socket).
+ */
+export const specialEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('special'),
+  fileType: specialFileTypeSchema,
+  rdev: z.number().int().min(0),
+  ...metadataFields,
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type SpecialEntry = z.infer<typeof specialEntrySchema>;
+
 /** The entries of a turn that hold no content: see `TurnManifest.structure`. */
-export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema]);
+export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema]);
 export type StructureEntry = z.infer<typeof structureEntrySchema>;
 
 /** Any entry of a turn: one path's state before the turn. */
 export type TurnEntry = BackupEntry | StructureEntry;
 
 export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
-  return entry.kind === 'absent' || entry.kind === 'directory';
+  return entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special';
 }
 
 export const turnKindSchema = z.enum(['turn', 'restore']);
@@ -160,9 +184,10 @@ export const turnManifestSchema = z
     /** Files and symlinks with their content: what `backups list` counts as the turn's files. */
     files: z.array(backupEntrySchema),
     /**
-     * Paths recorded without content: absent before the turn, or directories. Absent
-     * in manifests written before rewinds knew about them (and when there are none), so
-     * those still read; a path appears at most once across `files` and `structure`.
+     * Paths recorded without content: absent before the turn, directories, or special
+     * files. Absent in manifests written before rewinds knew about them (and when there
+     * are none), so those still read; a path appears at most once across `files` and
+     * `structure`.
      */
     structure: z.array(structureEntrySchema).optional(),
   })

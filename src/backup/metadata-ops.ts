@@ -3,6 +3,7 @@ import type { BigIntStats } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { errorCode } from './fs-util.js';
+import type { SpecialFileType } from './manifest-schema.js';
 
 const run = promisify(execFile);
 
@@ -21,10 +22,23 @@ export interface XattrAccess {
 /** Sets atime and mtime to the nanosecond; `noFollow` acts on a symlink itself. */
 export type SetTimesNs = (path: string, atimeNs: bigint, mtimeNs: bigint, options: { noFollow: boolean }) => Promise<void>;
 
+/** What a special file is made again from: its type, permission bits, device number and (root only) owner. */
+export interface NodeSpec {
+  fileType: SpecialFileType;
+  mode: number;
+  rdev: number;
+  owner?: { uid: number; gid: number };
+}
+
+/** Makes a FIFO, socket or device node at `path` (never following its final name) with exactly `spec`'s mode. */
+export type MakeNode = (path: string, spec: NodeSpec) => void;
+
 /** What the store needs beyond Node's fs; the native addon can supply all of it later. */
 export interface MetadataOps {
   readonly xattrs?: XattrAccess | undefined;
   readonly setTimesNs?: SetTimesNs | undefined;
+  /** Node has no mknod: without it a restore cannot make a special file again (that path fails, reported). */
+  readonly makeNode?: MakeNode | undefined;
 }
 
 /** Record a file's xattrs as name → base64; undefined when there is no xattr access. */

@@ -8,8 +8,8 @@ import type { BlobStore } from './blob-store.js';
 import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, stateDifference } from './file-state.js';
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
-import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
-import { readXattrs, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type SpecialEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
+import { readXattrs, type MakeNode, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
 
 export interface RestoreOptions {
@@ -30,7 +30,7 @@ export const conflictReasonSchema = z.enum([
   'not-committed',
   /** A directory stands where the file was and the turn did not leave it there empty; never replaced, even with force. */
   'occupied-by-directory',
-  /** A FIFO, socket or device stands there; it cannot be rescued, so only force replaces it. */
+  /** A device node stands there and only root could make it again after a rescue, so only force replaces it. */
   'occupied-by-special-file',
   /** A parent directory is now a symlink (or not a directory); never written through. */
   'parent-changed',
@@ -41,8 +41,8 @@ export type ConflictReason = z.infer<typeof conflictReasonSchema>;
 
 export const restoredItemSchema = z.strictObject({
   path: z.string(),
-  /** What the path holds after the restore ('absent': the restore removed what the turn created). */
-  kind: z.enum(['file', 'symlink', 'directory', 'absent']),
+  /** What the path holds after the restore ('absent': the restore removed what the turn created; 'special': a FIFO, socket or device). */
+  kind: z.enum(['file', 'symlink', 'directory', 'special', 'absent']),
   /** replace: something else was there; recreate: nothing was; remove: the turn created it; metadata: a directory's mode, owner, xattrs or times. */
   action: z.enum(['replace', 'recreate', 'remove', 'metadata']),
   forced: z.boolean(),
@@ -102,8 +102,10 @@ export interface RestoreContext {
   readonly log: Logger;
   readonly xattrs: XattrAccess | undefined;
   readonly setTimesNs: SetTimesNs;
+  /** Makes a special file again; without it such a path fails (reported). */
+  readonly makeNode: MakeNode | undefined;
   beginTurn(turnId: string, options: { kind: 'restore'; restoreOf: string; startedAt: string }): Promise<unknown>;
-  /** Back up what is at `file` now (a file or symlink, with content) into the rescue turn; `sync: false` leaves the journal's fdatasync to `syncRescue`. */
+  /** Back up what is at `file` now (a file or symlink with its content, or a special file) into the rescue turn; `sync: false` leaves the journal's fdatasync to `syncRescue`. */
   rescue(file: string, turnId: string, options?: { sync: boolean }): Promise<unknown>;
   /** Record in the rescue turn that nothing is at `file` now (the restore is about to create it). */
   rescueAbsent(file: string, turnId: string): Promise<unknown>;
@@ -408,12 +410,13 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
   switch (entry.kind) {
     case 'file':
     case 'symlink':
+    case 'special':
       if (isDirectory) {
         // Only a directory the turn itself left there, and that the rewind empties, gives way.
         if (difference !== undefined) return conflict('occupied-by-directory', 'a directory is there now; remove it first');
         if (!(await plan.willBeEmpty(entry.path))) return conflict('occupied-by-directory', 'the directory the turn put there holds files it did not create');
         step.clear = true;
-      } else if (current.type === 'other') {
+      } else if (current.type === 'other' && !canMakeAgain(current.fileType)) {
         if (!force) return conflict('occupied-by-special-file', `a ${current.fileType} is there now`);
         step.forced = true;
       }
@@ -437,6 +440,11 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
       }
       return step;
   }
+}
+
+/** Whether a rescued special file of this type could be made again by undoing the restore: devices need root (CAP_MKNOD). */
+function canMakeAgain(fileType: string): boolean {
+  return fileType === 'fifo' || fileType === 'socket' || ((fileType === 'char-device' || fileType === 'block-device') && isRoot());
 }
 
 /** `blocker`: the ancestor that stands there as something other than a directory. */
@@ -539,15 +547,15 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
   }
   for (const step of steps) {
     const { entry } = step;
-    if (entry.kind !== 'file' && entry.kind !== 'symlink') continue;
+    if (entry.kind !== 'file' && entry.kind !== 'symlink' && entry.kind !== 'special') continue;
     await attempt(step, async () => {
       step.createdParents = await ensureParents(rescue, entry.path, recordedModes);
       await rescue.parentOf(entry.path);
       const now = await lstatOrUndefined(entry.path);
       // Nothing is replaced before it is safe in the rescue turn; a failed rescue stops this path.
-      if (now && (now.isFile() || now.isSymbolicLink())) await ctx.rescue(entry.path, await rescue.open());
+      if (now && !now.isDirectory()) await ctx.rescue(entry.path, await rescue.open());
       else await rescue.recordAbsent(entry.path);
-      const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : await writeFile(ctx, entry);
+      const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : entry.kind === 'special' ? await writeSpecial(ctx, entry) : await writeFile(ctx, entry);
       report.restored.push(restoredItem(step, written));
       ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored');
     });
@@ -577,7 +585,7 @@ interface Identity {
 /**
  * Keep what stands at a path in the rescue turn before it is removed: a file or symlink
  * with its content, a directory (its contents go first, deepest paths first) with its
- * metadata. A FIFO or socket holds nothing to keep. It must still be what the plan saw.
+ * metadata, a special file with its type and metadata. It must still be what the plan saw.
  * Returns its identity (undefined: nothing is there any more).
  */
 async function keepForRemoval(ctx: RestoreContext, rescue: RescueTurn, step: Step): Promise<Identity | undefined> {
@@ -592,7 +600,7 @@ async function keepForRemoval(ctx: RestoreContext, rescue: RescueTurn, step: Ste
   const turnId = await rescue.open();
   await rescue.parentOf(file);
   if (typeNow === 'directory') await ctx.rescueDirectory(file, turnId, { sync: false });
-  else if (typeNow !== 'other') await ctx.rescue(file, turnId, { sync: false });
+  else await ctx.rescue(file, turnId, { sync: false });
   return { dev: stats.dev, ino: stats.ino, mtimeNs: stats.mtimeNs, size: stats.size, directory: typeNow === 'directory' };
 }
 
@@ -686,13 +694,35 @@ async function renameIfOurs(tmp: string, identity: { dev: bigint; ino: bigint },
 }
 
 async function writeSymlink(ctx: RestoreContext, entry: BackupEntry): Promise<Written> {
-  if (entry.linkTarget === undefined) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `no link target was recorded for ${entry.path}`);
-  const dir = path.dirname(entry.path);
-  const tmp = path.join(dir, tempName('.bsh-restore-'));
-  try {
-    await fs.symlink(entry.linkTarget, tmp);
-    const identity = await fs.lstat(tmp, { bigint: true });
+  const linkTarget = entry.linkTarget;
+  if (linkTarget === undefined) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `no link target was recorded for ${entry.path}`);
+  return placeMade(ctx, entry, async (tmp) => {
+    await fs.symlink(linkTarget, tmp);
     if (isRoot()) await fs.lchown(tmp, entry.uid, entry.gid);
+  });
+}
+
+/**
+ * A FIFO, socket or device node made again (type, device number, owner and exact mode in
+ * one native call that never follows the name).
+ */
+async function writeSpecial(ctx: RestoreContext, entry: SpecialEntry): Promise<Written> {
+  const makeNode = ctx.makeNode;
+  if (!makeNode) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `cannot make the ${entry.fileType} ${entry.path} again: no native addon`);
+  return placeMade(ctx, entry, async (tmp) => {
+    makeNode(tmp, { fileType: entry.fileType, mode: entry.mode, rdev: entry.rdev, ...(isRoot() ? { owner: { uid: entry.uid, gid: entry.gid } } : {}) });
+  });
+}
+
+/**
+ * `make` creates a node without content on a temp name beside the target; its times are
+ * set, then it is renamed over the target if the temp name still holds what was made.
+ */
+async function placeMade(ctx: RestoreContext, entry: BackupEntry | SpecialEntry, make: (tmp: string) => Promise<void>): Promise<Written> {
+  const tmp = path.join(path.dirname(entry.path), tempName('.bsh-restore-'));
+  try {
+    await make(tmp);
+    const identity = await fs.lstat(tmp, { bigint: true });
     const timesExact = await restoreTimes(ctx, tmp, entry);
     await renameIfOurs(tmp, identity, entry.path);
     return { timesExact };

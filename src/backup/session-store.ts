@@ -5,23 +5,25 @@ import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
-import { buildAbsentEntry, buildDirectoryEntry, buildEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
-import { errorCode, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
+import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
+import { errorCode, fileTypeOf, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type DamagedTurn, type TurnRecord } from './manifest-io.js';
 import {
   MANIFEST_VERSION,
+  isSpecialFileType,
   isStructureEntry,
   turnEntries,
   type AbsentEntry,
   type BackupEntry,
   type DirectoryEntry,
+  type SpecialEntry,
   type TurnEntry,
   type TurnKind,
   type TurnManifest,
 } from './manifest-schema.js';
-import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MetadataOps, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MakeNode, type MetadataOps, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { restoreTurn, rewindTurns, type RestoreContext, type RestoreOptions, type RestoreReport, type RewindReport } from './restore.js';
 import {
   DEFAULT_BACKUP_SETTINGS,
@@ -166,6 +168,7 @@ export class SessionBackupStore {
   readonly #clock: () => Date;
   readonly #xattrs: XattrAccess | undefined;
   readonly #setTimesNs: SetTimesNs;
+  readonly #makeNode: MakeNode | undefined;
   #settings: BackupSettings = DEFAULT_BACKUP_SETTINGS;
   readonly #turns = new Map<string, Promise<OpenTurn>>();
   readonly #pending = new Map<string, Promise<TurnEntry | undefined>>();
@@ -182,6 +185,7 @@ export class SessionBackupStore {
     this.#clock = options.clock ?? (() => new Date());
     this.#xattrs = options.metadata?.xattrs;
     this.#setTimesNs = options.metadata?.setTimesNs ?? setTimesNsWithTouch;
+    this.#makeNode = options.metadata?.makeNode;
     if (options.settings !== undefined) this.configure(options.settings);
   }
 
@@ -370,7 +374,8 @@ export class SessionBackupStore {
       return directory;
     }
     const limits = accept.content;
-    if (!limits || !(stats.isFile() || stats.isSymbolicLink())) return undefined;
+    if (!limits) return undefined;
+    if (!(stats.isFile() || stats.isSymbolicLink())) return this.#captureSpecial(base, turnId, stats, accept);
     let entry: BackupEntry;
     let syncName: (() => Promise<void>) | undefined;
     if (stats.isSymbolicLink()) {
@@ -398,6 +403,20 @@ export class SessionBackupStore {
     await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: syncName });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
+  }
+
+  /**
+   * A FIFO, socket or device node holds no content, but a rewind must make it again:
+   * its type, device number and metadata, synced like a content backup (it guards what
+   * the change removes).
+   */
+  async #captureSpecial(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<SpecialEntry | undefined> {
+    const fileType = fileTypeOf(stats);
+    if (!isSpecialFileType(fileType)) return undefined;
+    const special = buildSpecialEntry(base, stats, fileType, this.#clock().toISOString());
+    await this.#append(turnId, special, { sync: accept.contentSync !== false, durable: accept.durable });
+    this.#log.debug({ phase: 'backup', turnId, file: { path: base.path, kind: fileType } }, 'recorded special file');
+    return special;
   }
 
   #oversize(base: EntryBase, stats: BigIntStats, limits: Limits): BackupEntry {
@@ -640,6 +659,7 @@ export class SessionBackupStore {
       log: this.#log,
       xattrs: this.#xattrs,
       setTimesNs: this.#setTimesNs,
+      makeNode: this.#makeNode,
       beginTurn: (turnId, begin) => this.beginTurn(turnId, begin),
       rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false, durable: true }),
       rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS, durable: true }),

@@ -52,17 +52,19 @@ function turnJson(manifest: TurnManifest) {
 
 /**
  * A path recorded without content, with the contract fields of a file entry: an absent
- * one (the turn created it) has size 0, sha256 null and mode 0; a directory its mode.
+ * one (the turn created it) has size 0, sha256 null and mode 0; a directory or special
+ * file its mode (and a special file its type).
  */
 function structureJson(entry: StructureEntry) {
   return {
     path: entry.path,
     operation: entry.operation,
     kind: entry.kind,
+    ...(entry.kind === 'special' ? { fileType: entry.fileType } : {}),
     size: 0,
     sha256: null,
-    mode: entry.kind === 'directory' ? entry.mode : 0,
-    ...(entry.kind === 'directory' ? { mtime: entry.mtime } : {}),
+    mode: entry.kind === 'absent' ? 0 : entry.mode,
+    ...(entry.kind === 'absent' ? {} : { mtime: entry.mtime }),
     ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
   };
 }
@@ -139,9 +141,10 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
     f.sha256?.slice(0, 12) ?? '-',
     f.path,
   ]);
-  // Paths without content: what the turn created (a rewind removes it) and directories (mode and times kept).
+  // Paths without content: what the turn created (a rewind removes it), directories and special files (mode and times kept).
   for (const entry of structure) {
-    rows.push([entry.operation, entry.kind === 'absent' ? '(created)' : `(${directoryFate(entry)})`, entry.kind === 'directory' ? octal(entry.mode) : '-', '-', entry.path]);
+    const size = entry.kind === 'absent' ? '(created)' : entry.kind === 'special' ? `(${entry.fileType})` : `(${directoryFate(entry)})`;
+    rows.push([entry.operation, size, entry.kind === 'absent' ? '-' : octal(entry.mode), '-', entry.path]);
   }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));
   return ExitCode.OK;

@@ -4,8 +4,8 @@ import { native } from './loader.js';
 import { timeSpecFromNs } from './types.js';
 
 /**
- * The backup store's metadata needs, served by the addon: xattrs of regular files and
- * nanosecond times (of a symlink itself when asked). Loading is deferred to first use so
+ * The backup store's metadata needs, served by the addon: xattrs of regular files,
+ * nanosecond times (of a symlink itself when asked) and special files made again. Loading is deferred to first use so
  * a missing build surfaces as a failed backup (deny), not as a crash at start.
  */
 export function nativeMetadataOps(): MetadataOps {
@@ -14,6 +14,9 @@ export function nativeMetadataOps(): MetadataOps {
       list: (path) => native().listXattrs(path),
       get: (path, name) => native().getXattr(path, name),
       set: (path, name, value) => native().setXattr(path, name, value),
+    },
+    makeNode: (path, { fileType, mode, rdev, owner }) => {
+      native().mknodAt(dirname(path), basename(path), fileType, mode, rdev, owner?.uid ?? -1, owner?.gid ?? -1);
     },
     setTimesNs: async (path, atimeNs, mtimeNs) => {
       // The final component is never followed: for a symlink this sets the link's own times.

@@ -55,11 +55,13 @@ export type FileStatus = 'as-before' | 'as-turn-left' | 'changed-since' | 'not-c
 export interface FileView {
   path: string;
   operation: string;
-  /** What was there before the turn: a file or symlink (with content), a directory, or nothing (the turn created the path). */
+  /** What was there before the turn: a file or symlink (with content), a directory, a special file, or nothing (the turn created the path). */
   kind: TurnEntry['kind'];
+  /** Special files: a FIFO, socket or device. */
+  fileType?: string;
   /** Files and symlinks: content length. */
   size?: number;
-  /** Files and directories: permission bits. */
+  /** Files, directories and special files: permission bits. */
   mode?: number;
   sha256?: string | null;
   linkTarget?: string;
@@ -98,6 +100,8 @@ function describeEntry(entry: TurnEntry): Omit<FileView, 'now' | 'status' | 'det
       return base;
     case 'directory':
       return { ...base, mode: entry.mode };
+    case 'special':
+      return { ...base, fileType: entry.fileType, mode: entry.mode };
     default:
       return {
         ...base,
@@ -140,9 +144,10 @@ const LINE_CHAR_LIMIT = 4000;
  * classified lines; for a path without content, what it was and what is there now.
  */
 export async function diffView(store: SessionBackupStore, entry: TurnEntry, setTimesNs: SetTimesNs | undefined): Promise<DiffView> {
-  if (entry.kind === 'absent' || entry.kind === 'directory') {
+  if (entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special') {
     const now = describeState(await observeState(entry.path, setTimesNs === undefined ? {} : { setTimesNs }));
-    const before = entry.kind === 'absent' ? 'nothing was here before the turn (it created this path)' : `a directory, mode ${entry.mode.toString(8).padStart(4, '0')}, before the turn`;
+    const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
+    const before = entry.kind === 'absent' ? 'nothing was here before the turn (it created this path)' : `${what}, mode ${entry.mode.toString(8).padStart(4, '0')}, before the turn`;
     return { lines: [{ kind: 'note', text: `${before}; now: ${now}` }], omitted: 0 };
   }
   const lines = classifyDiff(await entryDiff(store, entry, false));

@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { ErrorCodes } from '../../src/core/errors.js';
 import { isNormalAbsolute } from '../../src/backup/entry-builder.js';
@@ -216,7 +215,6 @@ describe('backup of other kinds of path', () => {
     ['an absent path', async (work: string) => path.join(work, 'missing')],
     ['a directory', async (work: string) => (await fs.mkdir(path.join(work, 'dir')), path.join(work, 'dir'))],
     ['a path under a missing directory', async (work: string) => path.join(work, 'no', 'such', 'file')],
-    ['a FIFO (without blocking on it)', async (work: string) => (execFileSync('mkfifo', [path.join(work, 'pipe')]), path.join(work, 'pipe'))],
   ])('returns undefined for %s and records nothing', async (_what, make) => {
     const { work, store } = await fixture();
     const turnId = newTurnId();

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -210,6 +211,18 @@ describe('backups show', () => {
     expect(row(workspace)?.slice(0, 2)).toEqual(['delete', '(directory, kept)']);
     expect(row(path.join(workspace, 'locked'))).toEqual(['chmod', '(directory, mode changed)', '0755', '-', path.join(workspace, 'locked')]);
     expect(row(path.join(workspace, 'fresh'))?.slice(0, 2)).toEqual(['mkdir', '(created)']);
+  });
+
+  it('a special file the turn removed is shown with its type and mode, in human and JSON output', async () => {
+    const workspace = await tempDir('bsh-cli-special-');
+    execFileSync('mkfifo', ['-m', '0640', path.join(workspace, 'pipe')]);
+    const run = cli(['run', '--workspace', workspace, '--', 'rm pipe'], { home, cwd: workspace });
+    expect(run.status).toBe(0);
+    const human = cli(['backups', 'show', 'latest'], { home });
+    const row = human.stdout.split('\n').find((l) => l.endsWith(`  ${path.join(workspace, 'pipe')}`));
+    expect(row?.split(/\s{2,}/)).toEqual(['delete', '(fifo)', '0640', '-', path.join(workspace, 'pipe')]);
+    const json = JSON.parse(cli(['backups', 'show', 'latest', '--json'], { home }).stdout) as { structure: Array<Record<string, unknown>> };
+    expect(json.structure.find((e) => e.path === path.join(workspace, 'pipe'))).toMatchObject({ kind: 'special', fileType: 'fifo', size: 0, sha256: null, mode: 0o640 });
   });
 
   it('an unknown ref: exit 1, stderr names the ref, nothing on stdout', () => {

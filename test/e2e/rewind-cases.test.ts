@@ -6,6 +6,7 @@
  * `backups restore --undo-last` undoes the rewind: the directory is as the turn left it
  * (what the rewind removed or replaced came back from its rescue turn).
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,7 +103,31 @@ const CASES: RewindCase[] = [
     },
     command: 'rm f && echo mine > f',
   },
+  {
+    // No content, but a rewind must make each again: deleted with its directory, renamed away, replaced by a file, its mode changed.
+    name: 'special-files',
+    prepare: async (d) => {
+      await fs.mkdir(path.join(d, 'runtime'));
+      await makeOldNode(path.join(d, 'runtime', 'fifo'), 'p', 0o640);
+      await makeOldNode(path.join(d, 'runtime', 'sock'), 'socket', 0o600);
+      if (isRoot) await makeOldNode(path.join(d, 'runtime', 'null'), 'c', 0o666);
+      await makeOldNode(path.join(d, 'moved'), 'p', 0o644);
+      await makeOldNode(path.join(d, 'overwritten'), 'p', 0o600);
+      await makeOldNode(path.join(d, 'chmodded'), 'p', 0o600);
+      await writeOld(path.join(d, 'replacement'), 'a regular file\n', 0o644);
+    },
+    command: 'rm -r runtime && mv moved elsewhere && mv replacement overwritten && chmod 644 chmodded',
+    created: ['elsewhere'],
+  },
 ];
+
+/** A FIFO, socket or (root) the null device's node with `mode` and old times. */
+async function makeOldNode(file: string, type: 'p' | 'c' | 'socket', mode: number): Promise<void> {
+  if (type === 'socket') execFileSync('python3', ['-c', 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])', file]);
+  else execFileSync('mknod', type === 'c' ? [file, 'c', '1', '3'] : [file, 'p']);
+  await fs.chmod(file, mode);
+  await fs.utimes(file, 1_300_000_000, 1_300_000_000);
+}
 
 let world: World;
 beforeAll(async () => {

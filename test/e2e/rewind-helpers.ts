@@ -10,7 +10,7 @@ import { native } from '../../src/native/loader.js';
 import { brokeredShell, describeRun, run, sha256, turnsOf, type CliRun, type World } from './run-helpers.js';
 
 export interface NodeSnap {
-  type: 'file' | 'symlink' | 'directory' | 'other';
+  type: 'file' | 'symlink' | 'directory' | 'fifo' | 'socket' | 'device';
   mode: number;
   uid: number;
   gid: number;
@@ -18,6 +18,8 @@ export interface NodeSnap {
   sha256?: string;
   target?: string;
   xattrs?: Record<string, string>;
+  /** Special files: the device number (0 for a FIFO or socket). */
+  rdev?: string;
 }
 export type Tree = Record<string, NodeSnap>;
 
@@ -37,7 +39,7 @@ export async function treeSnapshot(root: string): Promise<Tree> {
     else if (stats.isDirectory()) {
       out[rel] = { type: 'directory', ...common, xattrs };
       for (const name of (await fs.readdir(file)).sort()) await visit(rel === '.' ? name : path.join(rel, name));
-    } else out[rel] = { type: 'other', ...common };
+    } else out[rel] = { type: stats.isFIFO() ? 'fifo' : stats.isSocket() ? 'socket' : 'device', ...common, rdev: stats.rdev.toString() };
   };
   await visit('.');
   return out;

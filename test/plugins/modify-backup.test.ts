@@ -1,4 +1,5 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
@@ -104,6 +105,27 @@ describe('ModifyBackupPlugin', () => {
     const { manifest } = await committed(broker);
     const kinds = Object.fromEntries(manifest.files.map((e) => [path.relative(dir, e.path), e.kind]));
     expect(kinds).toEqual({ 'a/one': 'file', 'a/b/two': 'file', 'a/ln': 'symlink' });
+  });
+
+  it('a FIFO is recorded (type and mode) when deleted, renamed or chmodded, in a tree too, and not when opened for writing', async () => {
+    const { broker } = setup();
+    const fifo = (name: string) => (execFileSync('mkfifo', ['-m', '0640', path.join(ws, name)]), path.join(ws, name));
+    mkdirSync(path.join(ws, 'tree'));
+    const deleted = fifo('deleted');
+    const renamed = fifo('renamed');
+    const chmodded = fifo('chmodded');
+    const written = fifo('written');
+    const inTree = fifo('tree/inside');
+    await broker.handle(check('delete', { path: deleted }));
+    await broker.handle(check('rename', { from: renamed, to: path.join(ws, 'elsewhere') }));
+    await broker.handle(check('chmod', { path: chmodded }));
+    await broker.handle({ origin: 'api', action: 'check', operation: 'open', targets: openTargets(written, true), sessionId: 's1' });
+    await broker.handle(check('delete', { path: path.join(ws, 'tree') }, { recursive: true }));
+    const { manifest } = await committed(broker);
+    const special = (manifest.structure ?? []).filter((e) => e.kind === 'special');
+    expect(special.map((e) => e.path).sort()).toEqual([chmodded, deleted, inTree, renamed].sort());
+    expect(special.every((e) => e.kind === 'special' && e.fileType === 'fifo' && e.mode === 0o640)).toBe(true);
+    expect(manifest.files).toEqual([]);
   });
 
   it('a recursive copy backs up the destination files it will overwrite', async () => {

@@ -7,7 +7,9 @@ import { BrokerError, ErrorCodes, type Operation, type ResolvedRequest } from '.
  * (rewinding the turn undoes each):
  *
  * - `content`: existing files and symlinks it overwrites, truncates, renames, deletes or
- *   changes the metadata of — backed up with their content (fdatasync'd);
+ *   changes the metadata of — backed up with their content (fdatasync'd); and FIFOs,
+ *   sockets and device nodes it renames, deletes or changes the metadata of — their type
+ *   and metadata, so a rewind makes them again (writing into one changes no name: nothing);
  * - `directories`: existing directories it deletes, renames away or changes (chmod,
  *   chown, touch, xattrs) — their mode, owner, times and xattrs (fdatasync'd);
  * - `created`: paths that do not exist and are about to — `absent` entries, so a rewind
@@ -27,8 +29,8 @@ export interface RecordPlan {
   parents: string[];
 }
 
-/** Operations that change an existing directory's own metadata (or remove it). */
-const DIRECTORY_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rename', 'chmod', 'chown', 'touch', 'xattr']);
+/** Operations that change an existing directory's or special file's own metadata (or remove it). */
+const NODE_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rename', 'chmod', 'chown', 'touch', 'xattr']);
 
 export async function recordPlan(resolved: ResolvedRequest): Promise<RecordPlan> {
   const { request, targets } = resolved;
@@ -39,9 +41,11 @@ export async function recordPlan(resolved: ResolvedRequest): Promise<RecordPlan>
     if (target.access === 'read') continue;
     const file = target.resolved;
     if (target.kind === 'file' || target.kind === 'symlink') plan.content.push(file);
-    else if (target.kind === 'absent' && target.access === 'write') plan.created.push(file);
+    else if (target.kind === 'other') {
+      if (NODE_CHANGES.has(request.operation) || target.access === 'delete') plan.content.push(file);
+    } else if (target.kind === 'absent' && target.access === 'write') plan.created.push(file);
     else if (target.kind === 'directory') {
-      if (DIRECTORY_CHANGES.has(request.operation)) plan.directories.push(file);
+      if (NODE_CHANGES.has(request.operation)) plan.directories.push(file);
       // An O_TMPFILE open, a mkdir that will fail with EEXIST, a copy into it: names may appear in it.
       else plan.parents.push(file);
       if (request.operation === 'delete' && request.options.recursive) await walkInto(file, plan);
@@ -71,6 +75,7 @@ export async function recordPlan(resolved: ResolvedRequest): Promise<RecordPlan>
 interface TreeItem {
   /** Relative to the walked directory. */
   path: string;
+  /** 'other': a FIFO, socket or device node (kept like a file: type and metadata). */
   type: 'file' | 'directory' | 'other';
 }
 
@@ -104,8 +109,8 @@ async function walkInto(dir: string, plan: RecordPlan): Promise<string[]> {
   const tree = await treeOf(dir);
   for (const item of tree) {
     const file = join(dir, item.path);
-    if (item.type === 'file') plan.content.push(file);
-    else if (item.type === 'directory') plan.directories.push(file);
+    if (item.type === 'directory') plan.directories.push(file);
+    else plan.content.push(file);
   }
   return tree.map((item) => item.path);
 }

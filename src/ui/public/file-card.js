@@ -39,6 +39,8 @@ function describeBefore(file) {
       return 'nothing (the turn created it)';
     case 'directory':
       return `directory, mode ${octal(file.mode ?? 0)}`;
+    case 'special':
+      return `a ${file.fileType ?? 'special file'}, mode ${octal(file.mode ?? 0)}`;
     case 'symlink':
       return `symlink → ${file.linkTarget ?? ''}`;
     default:
@@ -47,7 +49,7 @@ function describeBefore(file) {
 }
 
 /** What the restore button says: restoring a created path removes it. */
-const ACTION_LABEL = { file: 'Restore file', symlink: 'Restore file', directory: 'Restore directory', absent: 'Remove created path' };
+const ACTION_LABEL = { file: 'Restore file', symlink: 'Restore file', directory: 'Restore directory', special: 'Restore file', absent: 'Remove created path' };
 
 /**
  * @param {{
@@ -56,7 +58,7 @@ const ACTION_LABEL = { file: 'Restore file', symlink: 'Restore file', directory:
  * }} props
  */
 export function FileCard({ file, session, turn, startOpen, busy, onRestore }) {
-  // Paths without content (created by the turn, directories) have no diff: the states say it all.
+  // Paths without content (created by the turn, directories, special files) have no diff: the states say it all.
   const hasContent = file.kind === 'file' || file.kind === 'symlink';
   const [open, setOpen] = useState(startOpen && hasContent);
   const [diff, setDiff] = useState(/** @type {DiffView | null} */ (null));

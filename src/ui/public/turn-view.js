@@ -75,7 +75,7 @@ export function TurnView({ session, turn, onChanged }) {
   if (error && !view) return html`<p class="error" role="alert">${error}</p>`;
   if (!view) return html`<p class="placeholder">Loading turn…</p>`;
   // As `backups restore` does, paths without content that need nothing are counted, not shown.
-  const dull = (/** @type {import('./api-types').FileView} */ file) => (file.kind === 'absent' || file.kind === 'directory') && file.status === 'as-before';
+  const dull = (/** @type {import('./api-types').FileView} */ file) => (file.kind === 'absent' || file.kind === 'directory' || file.kind === 'special') && file.status === 'as-before';
   const shown = view.files.filter((file) => !dull(file));
   const quiet = view.files.filter(dull);
   const card = (/** @type {import('./api-types').FileView} */ file, /** @type {boolean} */ startOpen) => html`<${FileCard}

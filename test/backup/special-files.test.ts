@@ -1,0 +1,135 @@
+/**
+ * FIFOs, sockets and device nodes hold no content, but a turn that deletes, replaces,
+ * renames or chmods one must be undoable: the store records the node's type, device
+ * number, mode, owner and times (a `special` structure entry), and a restore makes it
+ * again with the native addon, keeping whatever stands in its way in the rescue turn.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { newTurnId } from '../../src/backup/layout.js';
+import { nativeMetadataOps } from '../../src/native/metadata-ops.js';
+import { fixture, lstatNs, stampTimes } from './helpers.js';
+
+const isRoot = process.geteuid?.() === 0;
+
+async function mkfifo(file: string, mode: number): Promise<void> {
+  execFileSync('mkfifo', [file]);
+  await fs.chmod(file, mode);
+  await stampTimes(file, 1_200_000_000_123_456_789n, 1_100_000_000_987_654_321n);
+}
+
+/** What a rewind must bring back of a special file. */
+async function nodeState(file: string) {
+  const stats = await lstatNs(file);
+  return { fifo: stats.isFIFO(), socket: stats.isSocket(), char: stats.isCharacterDevice(), mode: Number(stats.mode & 0o7777n), uid: stats.uid, gid: stats.gid, rdev: stats.rdev, mtimeNs: stats.mtimeNs, atimeNs: stats.atimeNs };
+}
+
+describe('recording a special file', () => {
+  it('records a FIFO about to be deleted as a synced special entry, with no blob', async () => {
+    const { work, store } = await fixture();
+    const fifo = path.join(work, 'pipe');
+    await mkfifo(fifo, 0o640);
+    const turnId = newTurnId();
+    // Not a content backup: backup() answers undefined, but the turn holds the node.
+    expect(await store.backup(fifo, { turnId, operation: 'delete' })).toBeUndefined();
+    const manifest = await store.commitTurn(turnId, 'rm pipe');
+    expect(manifest.files).toEqual([]);
+    expect(manifest.structure).toMatchObject([
+      { path: fifo, operation: 'delete', kind: 'special', fileType: 'fifo', rdev: 0, mode: 0o640, mtimeNs: '1100000000987654321', atimeNs: '1200000000123456789' },
+    ]);
+    expect(await fs.readdir(path.join(store.root, 'blobs'))).toEqual([]);
+  });
+
+  it('records a device node with its device number (root)', async () => {
+    expect(isRoot, 'making a device node needs root, as sessions here run').toBe(true);
+    const { work, store } = await fixture();
+    const device = path.join(work, 'null');
+    execFileSync('mknod', ['-m', '0620', device, 'c', '1', '3']);
+    const turnId = newTurnId();
+    await store.backup(device, { turnId, operation: 'rename' });
+    const manifest = await store.commitTurn(turnId, 'mv null');
+    expect(manifest.structure).toMatchObject([{ kind: 'special', fileType: 'char-device', rdev: Number((await lstatNs('/dev/null')).rdev), mode: 0o620 }]);
+  });
+});
+
+describe('restoring a special file', () => {
+  it('makes a deleted FIFO again with its mode, owner and times', async () => {
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const fifo = path.join(work, 'pipe');
+    await mkfifo(fifo, 0o604);
+    if (isRoot) await fs.lchown(fifo, 1234, 5678);
+    const before = await nodeState(fifo);
+    const turnId = newTurnId();
+    await store.backup(fifo, { turnId, operation: 'delete' });
+    await fs.rm(fifo);
+    await store.commitTurn(turnId, 'rm pipe');
+
+    const report = await store.restore(turnId);
+    expect(report.failed).toEqual([]);
+    expect(report.restored).toMatchObject([{ path: fifo, kind: 'special', action: 'recreate', timesExact: true }]);
+    expect(await nodeState(fifo)).toEqual(before);
+  });
+
+  it('puts a FIFO back over the file the turn renamed onto it; undoing the restore brings the file back', async () => {
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const fifo = path.join(work, 'pipe');
+    const other = path.join(work, 'other');
+    await mkfifo(fifo, 0o600);
+    const before = await nodeState(fifo);
+    await fs.writeFile(other, 'a regular file\n');
+    const turnId = newTurnId();
+    await store.backup(fifo, { turnId, operation: 'rename' });
+    await store.recordCreated(other, { turnId, operation: 'rename' });
+    await fs.rename(other, fifo);
+    await store.commitTurn(turnId, 'mv other pipe');
+
+    const report = await store.restore(turnId, { paths: [fifo] });
+    expect(report.conflicts).toEqual([]);
+    expect(report.restored).toMatchObject([{ path: fifo, kind: 'special', action: 'replace', forced: false }]);
+    expect(await nodeState(fifo)).toEqual(before);
+
+    const undo = await store.restore(report.rescueTurnId ?? '');
+    expect(undo.failed).toEqual([]);
+    expect(await fs.readFile(fifo, 'utf8')).toBe('a regular file\n');
+  });
+
+  it('a FIFO that stands where a file goes is kept in the rescue turn, so undoing the restore makes it again', async () => {
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const file = path.join(work, 'file');
+    await fs.writeFile(file, 'before\n');
+    const turnId = newTurnId();
+    await store.backup(file, { turnId, operation: 'delete' });
+    await fs.rm(file);
+    await mkfifo(file, 0o620);
+    const fifo = await nodeState(file);
+    await store.commitTurn(turnId, 'rm file; mkfifo file');
+
+    const report = await store.restore(turnId);
+    expect(report.conflicts).toEqual([]);
+    expect(await fs.readFile(file, 'utf8')).toBe('before\n');
+    const undo = await store.restore(report.rescueTurnId ?? '');
+    expect(undo.failed).toEqual([]);
+    expect(await nodeState(file)).toEqual(fifo);
+  });
+
+  it('without the native addon the path fails, named, and nothing else changes', async () => {
+    const { work, store } = await fixture();
+    const fifo = path.join(work, 'pipe');
+    const kept = path.join(work, 'kept');
+    await mkfifo(fifo, 0o600);
+    await fs.writeFile(kept, 'old\n');
+    const turnId = newTurnId();
+    await store.backup(fifo, { turnId, operation: 'delete' });
+    await store.backup(kept, { turnId, operation: 'open' });
+    await fs.rm(fifo);
+    await fs.writeFile(kept, 'new\n');
+    await store.commitTurn(turnId, 'rm pipe; edit kept');
+
+    const report = await store.restore(turnId);
+    expect(report.failed).toMatchObject([{ path: fifo, message: `cannot make the fifo ${fifo} again: no native addon` }]);
+    expect(await fs.readFile(kept, 'utf8')).toBe('old\n');
+    expect(await fs.readdir(work)).toEqual(['kept']);
+  });
+});
