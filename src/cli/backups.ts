@@ -21,7 +21,7 @@ import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
-import { renderDiff, renderLinkDiff } from './render-diff.js';
+import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
 
 /** The store every `backups` command (and the `backups ui` page) reads and restores from. */
 export function home(env: NodeJS.ProcessEnv): BackupHome {
@@ -171,7 +171,7 @@ function directoryFate(entry: DirectoryEntry): string {
  * created (from /dev/null). For the whole turn, created paths that are gone again (temp
  * files) or are directories are left out; a PATH named is always answered.
  */
-export async function diffCommand(io: Io, ref: string, path: string | undefined, options: { color?: boolean }, env = process.env): Promise<number> {
+export async function diffCommand(io: Io, ref: string, path: string | undefined, options: DiffStyle, env = process.env): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
   const entries = path === undefined ? await withContentNow(diffableEntries(manifest)) : await entriesFor(manifest, path);
   if (path !== undefined && entries.length === 0) {
@@ -179,7 +179,8 @@ export async function diffCommand(io: Io, ref: string, path: string | undefined,
     return ExitCode.FAILURE;
   }
   if (entries.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
-  for (const entry of entries) io.out(await entryDiff(store, entry, options.color ?? false));
+  const style = { color: options.color ?? false, raw: options.raw ?? false };
+  for (const entry of entries) io.out(await entryDiff(store, entry, style));
   return ExitCode.OK;
 }
 
@@ -216,16 +217,29 @@ async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<B
 const DIFF_TEXT_LIMIT = 16 * 1024 * 1024;
 
 /**
- * One entry as `backups diff` shows it: a unified diff from the backup to what is on disk
- * now, or from /dev/null for a path the turn created.
+ * How a diff is written: `color` for a terminal; `raw` puts the files' bytes out exactly
+ * (a pipe: a patch that applies), where otherwise control characters and bytes that are
+ * not UTF-8 in them are shown as escapes (see `escapeContent`).
  */
-export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, color: boolean): Promise<string> {
+export interface DiffStyle {
+  color?: boolean;
+  raw?: boolean;
+}
+
+/**
+ * One entry as `backups diff` shows it: a unified diff from the backup to what is on disk
+ * now, or from /dev/null for a path the turn created. Only a raw diff of text is a Buffer.
+ */
+export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle & { raw?: false }): Promise<string>;
+export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle): Promise<string | Buffer>;
+export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle): Promise<string | Buffer> {
+  const color = style.color ?? false;
   const shown = printable(entry.path);
   const stats = await lstat(entry.path).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
     throw error;
   });
-  if (entry.kind === 'absent') return createdDiff(entry.path, shown, stats, color);
+  if (entry.kind === 'absent') return createdDiff(entry.path, shown, stats, style);
   if (entry.kind === 'symlink') {
     return renderLinkDiff(shown, printable(entry.linkTarget ?? ''), await linkNow(entry.path, stats), { color });
   }
@@ -241,16 +255,18 @@ export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | 
   }
   const before = await store.readBlob(entry.sha256);
   const now = stats ? await readFile(entry.path) : undefined;
-  return renderDiff(shown, before, now, { color, modes });
+  return style.raw ? renderDiffBytes(shown, before, now, { modes }) : renderDiff(shown, before, now, { color, modes });
 }
 
 /** A path the turn created, as it is now. */
-async function createdDiff(file: string, shown: string, stats: Stats | undefined, color: boolean): Promise<string> {
+async function createdDiff(file: string, shown: string, stats: Stats | undefined, style: DiffStyle): Promise<string | Buffer> {
+  const color = style.color ?? false;
   if (!stats) return `${shown}: created by the turn, gone again`;
   if (stats.isSymbolicLink()) return renderLinkDiff(shown, undefined, await linkNow(file, stats), { color });
   if (!stats.isFile()) return `${shown}: created by the turn; now ${describeType(stats)}`;
   if (stats.size > DIFF_TEXT_LIMIT) return `${shown}: created by the turn, ${stats.size} B now, too large to diff`;
-  return renderDiff(shown, undefined, await readFile(file), { color });
+  const now = await readFile(file);
+  return style.raw ? renderDiffBytes(shown, undefined, now, {}) : renderDiff(shown, undefined, now, { color });
 }
 
 /** What stands at a symlink's path now, its target made printable. */

@@ -105,7 +105,11 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .option('--no-color', 'never colour the diff')
     .action(
       act(async (turn: string, path: string | undefined, options: { color?: boolean }) =>
-        (await import('./backups.js')).diffCommand(io, turn, path, { color: options.color ?? process.stdout.isTTY === true }),
+        (await import('./backups.js')).diffCommand(io, turn, path, {
+          color: options.color ?? process.stdout.isTTY === true,
+          // Exact bytes only where no terminal can act on them: a pipe or file, uncoloured.
+          raw: process.stdout.isTTY !== true && options.color !== true,
+        }),
       ),
     );
   backups

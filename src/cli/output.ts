@@ -7,7 +7,8 @@ export { printable };
 
 /** What brokered-shell itself says goes to stderr; stdout is for results and JSON. */
 export interface Io {
-  out(text: string): void;
+  /** A line of text, or bytes put out exactly as they are (a raw diff). */
+  out(text: string | Buffer): void;
   err(text: string): void;
 }
 
@@ -16,7 +17,7 @@ export interface Io {
  * what is left to say is dropped, and the command still finishes its work (a `run` still
  * commits its turn) instead of dying on EPIPE.
  */
-function lineWriter(stream: NodeJS.WriteStream): (text: string) => void {
+function lineWriter(stream: NodeJS.WriteStream): (text: string | Buffer) => void {
   let watched = false;
   return (text) => {
     if (!watched) {
@@ -25,9 +26,13 @@ function lineWriter(stream: NodeJS.WriteStream): (text: string) => void {
         if (error.code !== 'EPIPE') throw error;
       });
     }
-    if (!stream.destroyed) stream.write(text.endsWith('\n') ? text : `${text}\n`);
+    if (stream.destroyed) return;
+    if (typeof text === 'string') stream.write(text.endsWith('\n') ? text : `${text}\n`);
+    else stream.write(text.at(-1) === 0x0a ? text : Buffer.concat([text, NEWLINE]));
   };
 }
+
+const NEWLINE = Buffer.from('\n');
 
 export const processIo: Io = { out: lineWriter(process.stdout), err: lineWriter(process.stderr) };
 

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { createTwoFilesPatch } from 'diff';
 
 const BINARY_PROBE_BYTES = 8000;
@@ -16,6 +17,47 @@ export interface RenderDiffOptions {
   modes?: { before: number; now?: number };
 }
 
+/** Control characters a terminal would act on; tab and newline stay as they are. */
+const CONTENT_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const hexEscape = (code: number) => `\\x${code.toString(16).padStart(2, '0')}`;
+
+/**
+ * File content as text a terminal (or the viewer) shows as it is: an escape sequence in
+ * a model-written file cannot move the cursor or erase the lines around it, and a byte
+ * that is not UTF-8 reads `\xe9` rather than vanishing into U+FFFD.
+ */
+export function escapeContent(bytes: Buffer): string {
+  const text = isUtf8(bytes) ? bytes.toString('utf8') : decodeWithEscapes(bytes);
+  return text.replace(CONTENT_CONTROL, (c) => (c === '\r' ? '\\r' : hexEscape(c.charCodeAt(0))));
+}
+
+/** UTF-8 where a sequence is valid, `\xNN` for each byte where it is not. */
+function decodeWithEscapes(bytes: Buffer): string {
+  let out = '';
+  let start = 0;
+  let i = 0;
+  while (i < bytes.length) {
+    const length = validSequenceAt(bytes, i);
+    if (length > 0) {
+      i += length;
+      continue;
+    }
+    out += bytes.toString('utf8', start, i) + hexEscape(bytes[i] ?? 0);
+    i++;
+    start = i;
+  }
+  return out + bytes.toString('utf8', start);
+}
+
+/** The length of the well-formed UTF-8 sequence at `i` (RFC 3629: no overlongs, surrogates or code points past U+10FFFF), or 0. */
+function validSequenceAt(bytes: Buffer, i: number): number {
+  const lead = bytes[i] ?? 0;
+  if (lead < 0x80) return 1;
+  const length = lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+  if (length === 0 || i + length > bytes.length) return 0;
+  return isUtf8(bytes.subarray(i, i + length)) ? length : 0;
+}
+
 /** `old mode`/`new mode` lines when the permission bits changed (git's wording). */
 function modeLines(options: RenderDiffOptions): string[] {
   const modes = options.modes;
@@ -26,9 +68,25 @@ function modeLines(options: RenderDiffOptions): string[] {
 /**
  * A unified diff from the backup (before the turn) to what is on disk now; `now`
  * undefined means the file is gone, `before` undefined that the turn created it (either
- * side is then /dev/null, like git).
+ * side is then /dev/null, like git). Content is escaped for a terminal (`escapeContent`).
  */
 export function renderDiff(path: string, before: Buffer | undefined, now: Buffer | undefined, options: RenderDiffOptions): string {
+  return diffText(path, before, now, options, escapeContent);
+}
+
+/**
+ * The same diff with the files' bytes exactly as they are (for a pipe: a patch that
+ * applies, whatever the encoding). The hunks are built one byte per character and
+ * encoded back so; the lines before them (names, modes, verdicts) are text, in UTF-8.
+ */
+export function renderDiffBytes(path: string, before: Buffer | undefined, now: Buffer | undefined, options: Omit<RenderDiffOptions, 'color'>): Buffer {
+  const lines = diffText(path, before, now, { ...options, color: false }, (bytes) => bytes.toString('latin1')).split('\n');
+  const firstHunk = lines.findIndex((line) => line.startsWith('@@'));
+  if (firstHunk < 0) return Buffer.from(lines.join('\n'), 'utf8');
+  return Buffer.concat([Buffer.from(lines.slice(0, firstHunk).map((line) => `${line}\n`).join(''), 'utf8'), Buffer.from(lines.slice(firstHunk).join('\n'), 'latin1')]);
+}
+
+function diffText(path: string, before: Buffer | undefined, now: Buffer | undefined, options: RenderDiffOptions, decode: (bytes: Buffer) => string): string {
   const modes = now === undefined || before === undefined ? [] : modeLines(options);
   const header = (lines: string[]) => (options.color ? lines.map((l) => paint('1', l)) : lines);
   if (now !== undefined && before?.equals(now)) {
@@ -42,9 +100,10 @@ export function renderDiff(path: string, before: Buffer | undefined, now: Buffer
     const nowPart = now === undefined ? '/dev/null' : `${path} (now, ${now.length} B)`;
     return [...header(modes), `Binary files ${beforePart} and ${nowPart} differ`].join('\n');
   }
-  const patch = createTwoFilesPatch(oldName, newName, before?.toString('utf8') ?? '', now === undefined ? '' : now.toString('utf8'));
+  const patch = createTwoFilesPatch(oldName, newName, before === undefined ? '' : decode(before), now === undefined ? '' : decode(now));
   // The library opens with a line of '=' that neither diff(1) nor git prints.
-  const lines = patch.trimEnd().split('\n');
+  // Only the final newline goes: trimming whitespace would take a CRLF file's last '\r' with it.
+  const lines = (patch.endsWith('\n') ? patch.slice(0, -1) : patch).split('\n');
   if (lines[0]?.startsWith('====')) lines.shift();
   if (!options.color) return [...modes, ...lines].join('\n');
   // Only lines before the first hunk are headers: a removed line "-- x" reads "--- x" in a hunk.

@@ -150,7 +150,7 @@ export async function diffView(store: SessionBackupStore, entry: TurnEntry, setT
     const before = entry.kind === 'absent' ? 'nothing was here before the turn (it created this path)' : `${what}, mode ${entry.mode.toString(8).padStart(4, '0')}, before the turn`;
     return { lines: [{ kind: 'note', text: `${before}; now: ${now}` }], omitted: 0 };
   }
-  const lines = classifyDiff(await entryDiff(store, entry, false));
+  const lines = classifyDiff(await entryDiff(store, entry, { color: false }));
   const shown = lines.slice(0, DIFF_LINE_LIMIT).map((line) => (line.text.length > LINE_CHAR_LIMIT ? { ...line, text: `${line.text.slice(0, LINE_CHAR_LIMIT)}…` } : line));
   return { lines: shown, omitted: lines.length - shown.length };
 }

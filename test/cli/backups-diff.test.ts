@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ANSI, cli, makeTurn, tempDir, writeOld } from './helpers.js';
+import { ANSI, cli, cliBytes, makeTurn, tempDir, writeOld } from './helpers.js';
 import { closeLater } from '../helpers/close-opened.js';
 
 const TURN = '20260301-120000-d1ff00';
@@ -122,6 +122,32 @@ describe('backups diff', () => {
       expect(result.stdout).not.toMatch(ANSI);
       expect(result.stdout).toContain('-two\n+TWO\n');
     }
+  });
+
+  it('text that is not UTF-8 or holds escape sequences: exact bytes to a pipe, escapes with --color', async () => {
+    const file = at('latin1.txt');
+    await writeOld(file, Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x0a]));
+    const turn = '20260301-130000-d1ff01';
+    await makeTurn({
+      home,
+      sessionId: 'sess-d',
+      turnId: turn,
+      message: 'latin-1 edit',
+      at: '2026-03-01T13:00:00.000Z',
+      backups: [{ path: file, operation: 'open' }],
+      change: () => fs.writeFile(file, Buffer.from([0x74, 0xe9, 0x0a, 0x1b, 0x5b, 0x31, 0x41, 0x0d, 0x0a])),
+    });
+    const piped = cliBytes(['backups', 'diff', turn, file], { home, cwd: work });
+    expect(piped.status).toBe(0);
+    const hunk = Buffer.from([...Buffer.from('@@ -1,1 +1,2 @@\n-caf'), 0xe9, ...Buffer.from('\n+t'), 0xe9, ...Buffer.from('\n+\u001b[1A\r\n')]);
+    expect(piped.stdout.subarray(piped.stdout.indexOf('@@')).equals(hunk)).toBe(true);
+
+    const shown = diff(turn, file, '--color');
+    expect(shown.status).toBe(0);
+    const lines = shown.stdout.trimEnd().split('\n');
+    expect(lines).toContain('\u001b[31m-caf\\xe9\u001b[0m');
+    expect(lines).toContain('\u001b[32m+t\\xe9\u001b[0m');
+    expect(lines).toContain('\u001b[32m+\\x1b[1A\\r\u001b[0m');
   });
 
   it('a PATH the turn did not touch: exit 1, named on stderr', () => {

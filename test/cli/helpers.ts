@@ -47,6 +47,15 @@ export function cli(args: string[], options: { home: string; cwd?: string; env?:
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** `cli` with stdout as bytes, exactly as the command wrote them. */
+export function cliBytes(args: string[], options: { home: string; cwd?: string }): { status: number | null; stdout: Buffer; stderr: string } {
+  const env: NodeJS.ProcessEnv = { ...process.env, BROKERED_SHELL_HOME: options.home, BROKERED_SHELL_LOG_LEVEL: 'warn' };
+  delete env.FORCE_COLOR;
+  const result = spawnSync(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env });
+  if (result.error) throw result.error;
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr.toString('utf8') };
+}
+
 /** `cli` for a command whose stdout is JSON; fails loudly (with stderr) when it is not. */
 export function cliJson<T>(args: string[], options: { home: string; cwd?: string }): { status: number | null; json: T; stderr: string } {
   const result = cli(args, options);
