@@ -22,6 +22,7 @@ export {
   describeIssues,
   directoryEntrySchema,
   isStructureEntry,
+  specialEntrySchema,
   structureEntrySchema,
   turnEntries,
   turnKindSchema,
@@ -30,12 +31,13 @@ export {
   type AfterState,
   type BackupEntry,
   type DirectoryEntry,
+  type SpecialEntry,
   type StructureEntry,
   type TurnEntry,
   type TurnKind,
   type TurnManifest,
 } from './manifest-schema.js';
-export { readXattrs, setTimesNsWithTouch, touchStamp, type MetadataOps, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+export { readXattrs, setTimesNsWithTouch, touchStamp, type MakeNode, type MetadataOps, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 export {
   conflictReasonSchema,
   restoreReportSchema,

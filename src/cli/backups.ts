@@ -4,6 +4,8 @@ import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   BackupHome,
+  describeState,
+  observeState,
   validateSessionId,
   type AbsentEntry,
   type BackupEntry,
@@ -11,6 +13,7 @@ import {
   type RestoreReport,
   type RewindReport,
   type SessionBackupStore,
+  type SpecialEntry,
   type StructureEntry,
   type TurnManifest,
 } from '../backup/index.js';
@@ -175,6 +178,12 @@ export async function diffCommand(io: Io, ref: string, path: string | undefined,
   const { store, manifest } = await home(env).findTurn(ref);
   const entries = path === undefined ? await withContentNow(diffableEntries(manifest)) : await entriesFor(manifest, path);
   if (path !== undefined && entries.length === 0) {
+    const recorded = await recordedWithoutContent(manifest, path);
+    if (recorded) {
+      const what = recorded.kind === 'special' ? `a ${recorded.fileType}` : 'a directory';
+      io.out(`${printable(recorded.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(recorded.path))}`);
+      return ExitCode.OK;
+    }
     io.err(`${printable(resolve(path))} was not touched in turn ${manifest.id}`);
     return ExitCode.FAILURE;
   }
@@ -205,12 +214,24 @@ async function holdsContent(file: string): Promise<boolean> {
  * a name through a symlinked directory (or a relative one) is resolved the same way.
  */
 async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<BackupEntry | AbsentEntry>> {
+  const names = await namesOf(path);
+  return diffableEntries(manifest).filter((f) => names.includes(f.path));
+}
+
+/** A directory or special file the turn recorded at `path`: named, it is answered, not called untouched. */
+async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | undefined> {
+  const names = await namesOf(path);
+  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry => entry.kind !== 'absent' && names.includes(entry.path));
+}
+
+/** A path as given (made absolute) and with its parent resolved, as manifests record it. */
+async function namesOf(path: string): Promise<string[]> {
   const absolute = resolve(path);
   const canonical = await realpath(dirname(absolute)).then(
     (dir) => join(dir, basename(absolute)),
     () => absolute,
   );
-  return diffableEntries(manifest).filter((f) => f.path === absolute || f.path === canonical);
+  return [absolute, canonical];
 }
 
 /** Above this a text diff is not attempted (the diff algorithm is quadratic in the worst case). */

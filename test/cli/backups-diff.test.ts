@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -210,6 +211,26 @@ describe('backups diff', () => {
     );
     expect(diff(turn, at('made-dir')).stdout).toBe(`${at('made-dir')}: created by the turn; now a directory\n`);
     expect(diff(turn, at('temp.txt')).stdout).toBe(`${at('temp.txt')}: created by the turn, gone again\n`);
+  });
+
+  it('a directory or special file the turn recorded, when named: said so, not called untouched', async () => {
+    const { SessionBackupStore } = await import('../../src/backup/index.js');
+    const store = closeLater(await SessionBackupStore.open({ home, sessionId: 'sess-d' }));
+    const turn = '20260301-160000-5bec1a';
+    await fs.mkdir(at('kept-dir'));
+    execFileSync('mkfifo', [at('pipe')]);
+    await store.beginTurn(turn);
+    await store.recordDirectory(at('kept-dir'), { turnId: turn, operation: 'chmod' });
+    await store.backup(at('pipe'), { turnId: turn, operation: 'delete' });
+    await fs.rm(at('pipe'));
+    await store.commitTurn(turn, 'chmod kept-dir; rm pipe');
+
+    const dir = diff(turn, at('kept-dir'));
+    expect(dir.status).toBe(0);
+    expect(dir.stdout).toBe(`${at('kept-dir')}: a directory before the turn, no content to diff; now a directory\n`);
+    const pipe = diff(turn, at('pipe'));
+    expect(pipe.status).toBe(0);
+    expect(pipe.stdout).toBe(`${at('pipe')}: a fifo before the turn, no content to diff; now nothing\n`);
   });
 
   it('a file skipped as too large: no content to diff, said plainly', async () => {
