@@ -27,22 +27,44 @@ export async function streamCopy(source: fs.FileHandle, tmp: string, maxBytes: n
   }
 }
 
-/** read → write until EOF; full writes only; throws SourceTooLarge past `limit` bytes. */
+/**
+ * read → write until EOF into an empty `target`; full writes only; throws SourceTooLarge
+ * past `limit` bytes. A chunk of zeros is not written but left a hole (the size is set at
+ * the end), so a sparse file's backup and its restore stay sparse: same bytes, not a
+ * gigabyte of zeros on disk.
+ */
 export async function pump(source: fs.FileHandle, target: fs.FileHandle, onChunk: (chunk: Buffer) => void, limit: number): Promise<number> {
   const buffer = await readBufferFor(source);
   let position = 0;
+  let endsInHole = false;
   for (;;) {
     const { bytesRead } = await source.read(buffer, 0, buffer.length, position);
-    if (bytesRead === 0) return position;
-    position += bytesRead;
-    if (position > limit) throw new SourceTooLarge(`more than ${limit} bytes`);
+    if (bytesRead === 0) break;
+    if (position + bytesRead > limit) throw new SourceTooLarge(`more than ${limit} bytes`);
     const chunk = buffer.subarray(0, bytesRead);
     onChunk(chunk);
-    let written = 0;
-    while (written < bytesRead) {
-      const { bytesWritten } = await target.write(chunk, written, bytesRead - written);
-      if (bytesWritten <= 0) throw new Error('short write');
-      written += bytesWritten;
-    }
+    endsInHole = isZeros(chunk);
+    if (!endsInHole) await writeAll(target, chunk, position);
+    position += bytesRead;
   }
+  if (endsInHole) await target.truncate(position);
+  return position;
+}
+
+async function writeAll(target: fs.FileHandle, chunk: Buffer, position: number): Promise<void> {
+  let written = 0;
+  while (written < chunk.length) {
+    const { bytesWritten } = await target.write(chunk, written, chunk.length - written, position + written);
+    if (bytesWritten <= 0) throw new Error('short write');
+    written += bytesWritten;
+  }
+}
+
+let zeros = Buffer.alloc(0);
+
+/** Whether a chunk is all zero bytes (a memcmp against zeros, not a loop in JavaScript). */
+function isZeros(chunk: Buffer): boolean {
+  if (chunk.length === 0 || chunk[0] !== 0 || chunk[chunk.length - 1] !== 0) return false;
+  if (zeros.length < chunk.length) zeros = Buffer.alloc(chunk.length);
+  return chunk.equals(zeros.subarray(0, chunk.length));
 }

@@ -253,3 +253,43 @@ describe('size cap', () => {
     expect((await openTurnOnDisk(store.root, turnId)).files).toEqual([entry]);
   });
 });
+
+describe('a sparse file', () => {
+  it('is kept and restored with its holes: the same bytes, not megabytes of zeros on disk', async () => {
+    const { work, store } = await fixture({ settings: { fileBackupMaxSizeMB: 16 } });
+    const file = path.join(work, 'sparse.db');
+    const handle = await fs.open(file, 'w');
+    await handle.write(Buffer.from('head'), 0, 4, 0);
+    await handle.write(Buffer.from('tail'), 0, 4, 12 * 1024 * 1024);
+    await handle.close();
+    const bytes = await fs.readFile(file);
+    const allocated = async (p: string) => (await fs.stat(p)).blocks * 512;
+    expect(await allocated(file)).toBeLessThan(1024 * 1024);
+
+    const turnId = newTurnId();
+    const entry = await store.backup(file, { turnId, operation: 'open' });
+    expect(entry).toMatchObject({ size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') });
+    const blob = path.join(store.root, entry?.blob ?? '');
+    expect(await allocated(blob)).toBeLessThan(4 * 1024 * 1024);
+    await fs.writeFile(file, 'rewritten');
+    await store.commitTurn(turnId, 'overwrite');
+
+    const report = await store.restore(turnId);
+    expect(report.failed).toEqual([]);
+    expect((await fs.readFile(file)).equals(bytes)).toBe(true);
+    expect(await allocated(file)).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it('a file that ends in zeros keeps its full length', async () => {
+    const { work, store } = await fixture({ settings: { fileBackupMaxSizeMB: 16 } });
+    const file = path.join(work, 'padded');
+    const bytes = Buffer.concat([Buffer.from('data'), Buffer.alloc(3 * 1024 * 1024 + 5)]);
+    await fs.writeFile(file, bytes);
+    const turnId = newTurnId();
+    await store.backup(file, { turnId, operation: 'truncate' });
+    await fs.truncate(file, 0);
+    await store.commitTurn(turnId, 'truncate');
+    expect((await store.restore(turnId)).failed).toEqual([]);
+    expect((await fs.readFile(file)).equals(bytes)).toBe(true);
+  });
+});
