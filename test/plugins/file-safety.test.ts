@@ -1,4 +1,5 @@
-import { linkSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { linkSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -347,6 +348,20 @@ describe('hard links', () => {
       ],
     });
     expect(renameOver.decision.verdict).toBe('sandbox');
+  });
+
+  it('refuses changing the mode or times of a FIFO with another name, but lets data be written through it', async () => {
+    const built = build();
+    execFileSync('mkfifo', [at('ws/pipe')]);
+    linkSync(at('ws/pipe'), at('outside-pipe'));
+    const metadata = async (operation: 'chmod' | 'touch') =>
+      (await built.broker.handle({ origin: 'api', action: 'check', operation, sessionId: 's1', targets: [{ role: 'path', path: at('ws/pipe'), access: 'write' }] })).decision;
+    expect(await metadata('chmod')).toMatchObject({ verdict: 'deny', reason: expect.stringMatching(/2 hard links/) });
+    expect((await metadata('touch')).verdict).toBe('deny');
+    expect((await verdictOf(built, 'write', 'ws/pipe')).verdict).toBe('sandbox');
+    rmSync(at('outside-pipe'));
+    expect((await metadata('chmod')).verdict).toBe('sandbox');
+    rmSync(at('ws/pipe'));
   });
 });
 

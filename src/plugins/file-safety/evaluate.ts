@@ -111,15 +111,19 @@ export function evaluateRoots(target: PolicyTarget, policy: FileSafetyPolicy): D
  */
 /** Operations that change an existing file's inode (content or metadata) rather than its name. */
 const IN_PLACE: ReadonlySet<string> = new Set(['open', 'truncate', 'chmod', 'chown', 'xattr', 'touch', 'copy']);
+/** Of those, what changes a FIFO's, socket's or device's inode: data written into one is not kept in it. */
+const SPECIAL_IN_PLACE: ReadonlySet<string> = new Set(['chmod', 'chown', 'xattr', 'touch']);
 
-export function policyTargetFor<T extends PolicyTarget & { role?: string }>(
+export function policyTargetFor<T extends PolicyTarget & { role?: string; kind?: string }>(
   target: T,
   request?: Pick<BrokerRequest, 'operation' | 'options'>,
 ): T {
   const hardLinkSource = request?.operation === 'link' && target.role === 'from' && request.options.symbolic !== true;
   // Object.assign, not `{ ...target, field }`: on Node 20's V8 each field after a spread costs a runtime call.
   const judged = hardLinkSource && target.access === 'read' ? Object.assign({}, target, { access: 'write' as const }) : target;
-  return request && IN_PLACE.has(request.operation) && target.role !== 'from' ? Object.assign({}, judged, { inPlace: true }) : judged;
+  if (!request || target.role === 'from') return judged;
+  const inPlace = target.kind === 'other' ? SPECIAL_IN_PLACE : IN_PLACE;
+  return inPlace.has(request.operation) ? Object.assign({}, judged, { inPlace: true }) : judged;
 }
 
 /**

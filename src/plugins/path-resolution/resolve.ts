@@ -134,13 +134,13 @@ export async function inspect(p: string): Promise<{ kind: PathKind; links?: numb
   return describeStats(lstatOrNull(p));
 }
 
-/** The kind (and link count of a file) an `lstat` result stands for; `null`: absent. */
+/** The kind (and link count of a file or special file) an `lstat` result stands for; `null`: absent. */
 export function describeStats(stats: EntryStats | null): { kind: PathKind; links?: number } {
   if (stats === null) return { kind: 'absent' };
   if (stats.isSymbolicLink()) return { kind: 'symlink' };
   if (stats.isFile()) return { kind: 'file', links: stats.nlink };
   if (stats.isDirectory()) return { kind: 'directory' };
-  return { kind: 'other' };
+  return { kind: 'other', links: stats.nlink };
 }
 
 /** What is at `p` now, without following a final link. */
