@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "args.h"
 #include "errno-error.h"
@@ -152,17 +155,41 @@ static mode_t NodeTypeBits(const std::string& type) {
   return 0;
 }
 
-// mknodat, then owner and mode through the same directory handle without following the
-// name: the mode is exact whatever the umask, and set after the owner (chown clears setuid).
+// Optional [name, value] pairs of extended attributes; false (with a pending TypeError) when malformed.
+static bool XattrPairsArg(const Napi::CallbackInfo& info, size_t index, std::vector<std::pair<std::string, Napi::Buffer<char>>>* out) {
+  Napi::Env env = info.Env();
+  if (index >= info.Length() || info[index].IsUndefined()) return true;
+  if (!info[index].IsArray()) {
+    ThrowArgError(env, "ERR_INVALID_ARG_TYPE", "argument 8 (xattrs) must be an array of [name, Buffer] pairs");
+    return false;
+  }
+  Napi::Array pairs = info[index].As<Napi::Array>();
+  for (uint32_t i = 0; i < pairs.Length(); i++) {
+    Napi::Value pair = pairs.Get(i);
+    if (!pair.IsArray() || pair.As<Napi::Array>().Length() != 2 || !pair.As<Napi::Array>().Get(0u).IsString() ||
+        !pair.As<Napi::Array>().Get(1u).IsBuffer()) {
+      ThrowArgError(env, "ERR_INVALID_ARG_TYPE", "argument 8 (xattrs) must be an array of [name, Buffer] pairs");
+      return false;
+    }
+    out->emplace_back(pair.As<Napi::Array>().Get(0u).As<Napi::String>().Utf8Value(), pair.As<Napi::Array>().Get(1u).As<Napi::Buffer<char>>());
+  }
+  return true;
+}
+
+// mknodat, then everything else through an O_PATH descriptor of what was made, checked
+// first to be a fresh node of ours (a name swapped in between is never chowned or
+// chmodded): owner, xattrs, then the exact mode (umask-proof, and after chown, which
+// clears setuid). Returns the node's identity for the caller's rename-if-ours.
 static Napi::Value MknodAt(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string type;
   mode_t mode = 0;
   int64_t rdev = 0;
   uint32_t uid = 0, gid = 0;
+  std::vector<std::pair<std::string, Napi::Buffer<char>>> xattrs;
   if (!StringArg(info, 2, "type", &type) || !ModeArg(info, 3, &mode) ||
       !IntegerArg(info, 4, "rdev", 0, (int64_t{1} << 53) - 1, &rdev) || !IdArg(info, 5, "uid", &uid) ||
-      !IdArg(info, 6, "gid", &gid)) {
+      !IdArg(info, 6, "gid", &gid) || !XattrPairsArg(info, 7, &xattrs)) {
     return env.Undefined();
   }
   mode_t typeBits = NodeTypeBits(type);
@@ -172,16 +199,36 @@ static Napi::Value MknodAt(const Napi::CallbackInfo& info) {
   }
   Target target;
   if (!TargetArgs(info, 0, "mknodat", &target)) return env.Undefined();
-  if (mknodat(target.dirFd.Get(), target.name.c_str(), typeBits | 0600, static_cast<dev_t>(rdev)) != 0) {
+  const dev_t device = static_cast<dev_t>(rdev);
+  if (mknodat(target.dirFd.Get(), target.name.c_str(), typeBits | 0600, device) != 0) {
     return ThrowErrno(env, errno, {"mknodat", target.Path(), "", ""});
   }
-  if (fchownat(target.dirFd.Get(), target.name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+  UniqueFd node(openat(target.dirFd.Get(), target.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!node.Valid()) return ThrowErrno(env, errno, {"openat", target.Path(), "", ""});
+  struct stat made;
+  if (fstat(node.Get(), &made) != 0) return ThrowErrno(env, errno, {"fstat", target.Path(), "", ""});
+  const bool isDevice = typeBits == S_IFCHR || typeBits == S_IFBLK;
+  if ((made.st_mode & S_IFMT) != typeBits || made.st_uid != geteuid() || made.st_nlink != 1 ||
+      (isDevice && made.st_rdev != device)) {
+    return ThrowErrno(env, EEXIST, {"mknodat", target.Path(), "", "replaced by something else before its owner and mode were set"});
+  }
+  if (fchownat(node.Get(), "", uid, gid, AT_EMPTY_PATH) != 0) {
     return ThrowErrno(env, errno, {"fchownat", target.Path(), "", ""});
   }
-  if (syscall(__NR_fchmodat2, target.dirFd.Get(), target.name.c_str(), mode, AT_SYMLINK_NOFOLLOW) != 0) {
+  // fsetxattr refuses an O_PATH descriptor; its /proc link reaches the same inode.
+  const std::string viaFd = "/proc/self/fd/" + std::to_string(node.Get());
+  for (const auto& [name, value] : xattrs) {
+    if (setxattr(viaFd.c_str(), name.c_str(), value.Data(), value.Length(), 0) != 0) {
+      return ThrowErrno(env, errno, {"setxattr", target.Path(), "", ""});
+    }
+  }
+  if (syscall(__NR_fchmodat2, node.Get(), "", mode, AT_EMPTY_PATH) != 0) {
     return ThrowErrno(env, errno, {"fchmodat2", target.Path(), "", ""});
   }
-  return env.Undefined();
+  Napi::Object identity = Napi::Object::New(env);
+  identity.Set("dev", Napi::BigInt::New(env, static_cast<uint64_t>(made.st_dev)));
+  identity.Set("ino", Napi::BigInt::New(env, static_cast<uint64_t>(made.st_ino)));
+  return identity;
 }
 
 static Napi::Value LinkAt(const Napi::CallbackInfo& info) {

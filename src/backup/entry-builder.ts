@@ -128,8 +128,9 @@ export function buildDirectoryEntry(base: EntryBase, stats: BigIntStats, xattrs:
 }
 
 /** A FIFO, socket or device node's type, device number and metadata before the turn changed it. */
-export function buildSpecialEntry(base: EntryBase, stats: BigIntStats, fileType: SpecialFileType, backedUpAt: string): SpecialEntry {
+export function buildSpecialEntry(base: EntryBase, stats: BigIntStats, fileType: SpecialFileType, xattrs: Record<string, string> | null, backedUpAt: string): SpecialEntry {
   const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'special' as const, fileType, rdev: Number(stats.rdev) }, stats) as SpecialEntry;
+  entry.xattrs = xattrs;
   entry.backedUpAt = backedUpAt;
   entry.after = null;
   return attributed(entry, base);

@@ -30,8 +30,9 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   // Fields spelled out, no `...owner` in the middle: Node 20's V8 pays a runtime call per field after a spread (a commit observes every file).
   let state: AfterState;
   if (type === 'directory') state = { type: 'other', fileType: 'directory', mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString() };
-  // A FIFO, socket or device: its mode and owner, which a rewind puts back and compares (no xattrs: user.* cannot be set on them).
-  else if (type !== 'file') return type === 'unknown' ? { type: 'other', fileType: type } : { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid };
+  else if (type === 'unknown') return { type: 'other', fileType: type };
+  // A FIFO, socket or device: what a rewind puts back, and so compares.
+  else if (type !== 'file') state = { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString(), rdev: Number(stats.rdev) };
   else {
     const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? (await hashFile(file)).sha256 : null;
     state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), uid, gid };
@@ -48,7 +49,7 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
     case 'directory':
       return { type: 'other', fileType: 'directory', mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, xattrs: entry.xattrs };
     case 'special':
-      return { type: 'other', fileType: entry.fileType, mode: entry.mode, uid: entry.uid, gid: entry.gid };
+      return { type: 'other', fileType: entry.fileType, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, rdev: entry.rdev, xattrs: entry.xattrs };
     case 'symlink':
       return { type: 'symlink', target: entry.linkTarget ?? '', uid: entry.uid, gid: entry.gid };
     case 'file':
@@ -68,7 +69,8 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
 /**
  * Why two states differ, or undefined when they are the same. A missing hash compares
  * by size, mode and mtime; owner and xattrs count when both states recorded them.
- * Directories compare type, mode, owner and xattrs, not mtime (see `directoryTimesDiffer`).
+ * Directories compare type, mode, owner and xattrs, not mtime (see `directoryTimesDiffer`);
+ * special files their device number and mtime too.
  */
 export function stateDifference(expected: AfterState, actual: AfterState): string | undefined {
   if (expected.type === 'absent' && actual.type === 'absent') return undefined;
@@ -77,7 +79,10 @@ export function stateDifference(expected: AfterState, actual: AfterState): strin
     return ownerDifference(expected, actual);
   }
   if (expected.type === 'other' && actual.type === 'other' && expected.fileType === actual.fileType) {
+    if (expected.rdev !== undefined && actual.rdev !== undefined && expected.rdev !== actual.rdev) return `device number is ${actual.rdev}, expected ${expected.rdev}`;
     if (expected.mode !== undefined && actual.mode !== undefined && expected.mode !== actual.mode) return modeDifference(expected.mode, actual.mode);
+    const special = expected.fileType !== 'directory';
+    if (special && expected.mtimeNs !== undefined && actual.mtimeNs !== undefined && expected.mtimeNs !== actual.mtimeNs) return 'modification time differs';
     return ownerDifference(expected, actual) ?? xattrDifference(expected.xattrs, actual.xattrs);
   }
   if (expected.type === 'file' && actual.type === 'file') {
@@ -92,7 +97,8 @@ export function stateDifference(expected: AfterState, actual: AfterState): strin
 
 /** Whether both states are directories with recorded, different mtimes. */
 export function directoryTimesDiffer(expected: AfterState, actual: AfterState): boolean {
-  return expected.type === 'other' && actual.type === 'other' && expected.mtimeNs !== undefined && actual.mtimeNs !== undefined && expected.mtimeNs !== actual.mtimeNs;
+  if (expected.type !== 'other' || actual.type !== 'other' || expected.fileType !== 'directory' || actual.fileType !== 'directory') return false;
+  return expected.mtimeNs !== undefined && actual.mtimeNs !== undefined && expected.mtimeNs !== actual.mtimeNs;
 }
 
 export function isDirectoryState(state: AfterState): boolean {

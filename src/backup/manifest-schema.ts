@@ -46,10 +46,12 @@ export const afterStateSchema = z.discriminatedUnion('type', [
   z.strictObject({
     type: z.literal('other'),
     fileType: z.enum(['directory', 'fifo', 'socket', 'char-device', 'block-device', 'unknown']),
-    /** Recorded for directories (older manifests: type only). A directory's mtime is not compared: it moves with every name added or removed. */
+    /** Recorded for directories and special files (older manifests: type only). A directory's mtime is not compared: it moves with every name added or removed. */
     mode: modeSchema.optional(),
     ...ownerFields,
     mtimeNs: nsSchema.optional(),
+    /** A device's number (special files; 0 for a FIFO or socket). */
+    rdev: z.number().int().min(0).optional(),
     xattrs: xattrMapSchema.nullable().optional(),
   }),
 ]);
@@ -150,6 +152,8 @@ export const specialEntrySchema = z.strictObject({
   fileType: specialFileTypeSchema,
   rdev: z.number().int().min(0),
   ...metadataFields,
+  /** name → base64 value; null when no xattr access was available (not recorded). */
+  xattrs: xattrMapSchema.nullable(),
   ...attributionFields,
   backedUpAt: isoSchema,
   after: afterStateSchema.nullable(),

@@ -22,16 +22,20 @@ export interface XattrAccess {
 /** Sets atime and mtime to the nanosecond; `noFollow` acts on a symlink itself. */
 export type SetTimesNs = (path: string, atimeNs: bigint, mtimeNs: bigint, options: { noFollow: boolean }) => Promise<void>;
 
-/** What a special file is made again from: its type, permission bits, device number and (root only) owner. */
+/** What a special file is made again from: its type, permission bits, device number, (root only) owner and xattrs (name → base64). */
 export interface NodeSpec {
   fileType: SpecialFileType;
   mode: number;
   rdev: number;
   owner?: { uid: number; gid: number };
+  xattrs?: Record<string, string>;
 }
 
-/** Makes a FIFO, socket or device node at `path` (never following its final name) with exactly `spec`'s mode. */
-export type MakeNode = (path: string, spec: NodeSpec) => void;
+/**
+ * Makes a FIFO, socket or device node at `path` with exactly `spec`'s metadata, set on
+ * the node it made (never on a name swapped in meanwhile); returns that node's identity.
+ */
+export type MakeNode = (path: string, spec: NodeSpec) => { dev: bigint; ino: bigint };
 
 /** What the store needs beyond Node's fs; the native addon can supply all of it later. */
 export interface MetadataOps {

@@ -9,7 +9,7 @@ import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, s
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
 import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type SpecialEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
-import { readXattrs, type MakeNode, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+import { readXattrs, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
 
 export interface RestoreOptions {
@@ -698,34 +698,45 @@ async function writeSymlink(ctx: RestoreContext, entry: BackupEntry): Promise<Wr
   if (linkTarget === undefined) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `no link target was recorded for ${entry.path}`);
   return placeMade(ctx, entry, async (tmp) => {
     await fs.symlink(linkTarget, tmp);
+    // The identity first: if the name is swapped before the chown, the rename below refuses it.
+    const identity = await fs.lstat(tmp, { bigint: true });
     if (isRoot()) await fs.lchown(tmp, entry.uid, entry.gid);
+    return { identity };
   });
 }
 
 /**
- * A FIFO, socket or device node made again (type, device number, owner and exact mode in
- * one native call that never follows the name).
+ * A FIFO, socket or device node made again: type, device number, owner, xattrs and exact
+ * mode set by one native call on the node it made, never on a name swapped in meanwhile.
  */
 async function writeSpecial(ctx: RestoreContext, entry: SpecialEntry): Promise<Written> {
   const makeNode = ctx.makeNode;
   if (!makeNode) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `cannot make the ${entry.fileType} ${entry.path} again: no native addon`);
   return placeMade(ctx, entry, async (tmp) => {
-    makeNode(tmp, { fileType: entry.fileType, mode: entry.mode, rdev: entry.rdev, ...(isRoot() ? { owner: { uid: entry.uid, gid: entry.gid } } : {}) });
+    const spec: NodeSpec = { fileType: entry.fileType, mode: entry.mode, rdev: entry.rdev };
+    if (isRoot()) spec.owner = { uid: entry.uid, gid: entry.gid };
+    // xattrs other than user.* (ACLs, trusted.*) are what a special file can carry; setting them needs the addon.
+    if (entry.xattrs) spec.xattrs = entry.xattrs;
+    return { identity: makeNode(tmp, spec), xattrs: entry.xattrs === null ? 'not-recorded' : 'restored' };
   });
 }
 
 /**
- * `make` creates a node without content on a temp name beside the target; its times are
- * set, then it is renamed over the target if the temp name still holds what was made.
+ * `make` creates a node without content on a temp name beside the target and returns
+ * its identity; its times are set, then it is renamed over the target if the temp name
+ * still holds that node.
  */
-async function placeMade(ctx: RestoreContext, entry: BackupEntry | SpecialEntry, make: (tmp: string) => Promise<void>): Promise<Written> {
+async function placeMade(
+  ctx: RestoreContext,
+  entry: BackupEntry | SpecialEntry,
+  make: (tmp: string) => Promise<{ identity: { dev: bigint; ino: bigint }; xattrs?: Written['xattrs'] }>,
+): Promise<Written> {
   const tmp = path.join(path.dirname(entry.path), tempName('.bsh-restore-'));
   try {
-    await make(tmp);
-    const identity = await fs.lstat(tmp, { bigint: true });
+    const { identity, xattrs } = await make(tmp);
     const timesExact = await restoreTimes(ctx, tmp, entry);
     await renameIfOurs(tmp, identity, entry.path);
-    return { timesExact };
+    return xattrs === undefined ? { timesExact } : { timesExact, xattrs };
   } catch (error) {
     await removeQuietly(tmp);
     throw error;

@@ -407,13 +407,13 @@ export class SessionBackupStore {
 
   /**
    * A FIFO, socket or device node holds no content, but a rewind must make it again:
-   * its type, device number and metadata, synced like a content backup (it guards what
-   * the change removes).
+   * its type, device number, metadata and xattrs (ACLs, trusted.*), synced like a content
+   * backup (it guards what the change removes).
    */
   async #captureSpecial(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<SpecialEntry | undefined> {
     const fileType = fileTypeOf(stats);
     if (!isSpecialFileType(fileType)) return undefined;
-    const special = buildSpecialEntry(base, stats, fileType, this.#clock().toISOString());
+    const special = buildSpecialEntry(base, stats, fileType, this.#readXattrs(base.path), this.#clock().toISOString());
     await this.#append(turnId, special, { sync: accept.contentSync !== false, durable: accept.durable });
     this.#log.debug({ phase: 'backup', turnId, file: { path: base.path, kind: fileType } }, 'recorded special file');
     return special;

@@ -32,10 +32,21 @@ export interface NativeBinding {
   renameAt(fromDir: string, fromName: string, toDir: string, toName: string, options?: RenameAtOptions): void;
   mkdirAt(dir: string, name: string, mode: number): void;
   /**
-   * mknodat of a FIFO, socket or device node, then fchownat (-1 keeps the caller's uid or
-   * gid) and fchmodat2 on the name just made, never following it: `mode` is exact.
+   * mknodat of a FIFO, socket or device node; then, through an O_PATH descriptor of what
+   * was made (checked to be that fresh node: a name swapped in meanwhile fails with
+   * EEXIST), fchownat (-1 keeps the caller's uid or gid), the xattrs and fchmodat2: `mode`
+   * is exact. Returns the node's device and inode.
    */
-  mknodAt(dir: string, name: string, type: 'fifo' | 'socket' | 'char-device' | 'block-device', mode: number, rdev: number, uid: number, gid: number): void;
+  mknodAt(
+    dir: string,
+    name: string,
+    type: 'fifo' | 'socket' | 'char-device' | 'block-device',
+    mode: number,
+    rdev: number,
+    uid: number,
+    gid: number,
+    xattrs?: Array<[string, Buffer]>,
+  ): { dev: bigint; ino: bigint };
   /** Hard link; a symlink source is linked as the symlink itself. */
   linkAt(fromDir: string, fromName: string, toDir: string, toName: string): void;
   symlinkAt(target: string, dir: string, name: string): void;

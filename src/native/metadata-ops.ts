@@ -15,8 +15,9 @@ export function nativeMetadataOps(): MetadataOps {
       get: (path, name) => native().getXattr(path, name),
       set: (path, name, value) => native().setXattr(path, name, value),
     },
-    makeNode: (path, { fileType, mode, rdev, owner }) => {
-      native().mknodAt(dirname(path), basename(path), fileType, mode, rdev, owner?.uid ?? -1, owner?.gid ?? -1);
+    makeNode: (path, { fileType, mode, rdev, owner, xattrs }) => {
+      const pairs = Object.entries(xattrs ?? {}).map(([name, value]): [string, Buffer] => [name, Buffer.from(value, 'base64')]);
+      return native().mknodAt(dirname(path), basename(path), fileType, mode, rdev, owner?.uid ?? -1, owner?.gid ?? -1, pairs);
     },
     setTimesNs: async (path, atimeNs, mtimeNs) => {
       // The final component is never followed: for a symlink this sets the link's own times.

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { newTurnId } from '../../src/backup/layout.js';
+import { native } from '../../src/native/loader.js';
 import { nativeMetadataOps } from '../../src/native/metadata-ops.js';
 import { fixture, lstatNs, stampTimes } from './helpers.js';
 
@@ -112,6 +113,57 @@ describe('restoring a special file', () => {
     const undo = await store.restore(report.rescueTurnId ?? '');
     expect(undo.failed).toEqual([]);
     expect(await nodeState(file)).toEqual(fifo);
+  });
+
+  it('a device renamed over another comes back with its own device number, and so does the other', async () => {
+    expect(isRoot, 'making a device node needs root, as sessions here run').toBe(true);
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const [a, b] = [path.join(work, 'zero'), path.join(work, 'full')];
+    execFileSync('mknod', ['-m', '0600', a, 'c', '1', '5']);
+    execFileSync('mknod', ['-m', '0600', b, 'c', '1', '7']);
+    const before = { a: await nodeState(a), b: await nodeState(b) };
+    const turnId = newTurnId();
+    await store.backup(a, { turnId, operation: 'rename' });
+    await store.backup(b, { turnId, operation: 'rename' });
+    await fs.rename(a, b);
+    await store.commitTurn(turnId, 'mv zero full');
+    const report = await store.restore(turnId);
+    expect(report.failed).toEqual([]);
+    expect({ a: await nodeState(a), b: await nodeState(b) }).toEqual(before);
+  });
+
+  it('a touched FIFO gets its times back, and a later touch is a conflict', async () => {
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const fifo = path.join(work, 'pipe');
+    await mkfifo(fifo, 0o600);
+    const before = await nodeState(fifo);
+    const turnId = newTurnId();
+    await store.backup(fifo, { turnId, operation: 'touch' });
+    await stampTimes(fifo, 1_700_000_000_000_000_000n, 1_700_000_000_000_000_000n);
+    await store.commitTurn(turnId, 'touch pipe');
+    await stampTimes(fifo, 1_700_000_001_000_000_000n, 1_700_000_001_000_000_000n);
+    expect((await store.restore(turnId)).conflicts).toMatchObject([{ path: fifo, reason: 'changed-since-turn', detail: 'modification time differs' }]);
+    const forced = await store.restore(turnId, { force: true });
+    expect(forced.restored).toMatchObject([{ path: fifo, kind: 'special', action: 'replace', timesExact: true }]);
+    expect(await nodeState(fifo)).toEqual(before);
+  });
+
+  it("a FIFO's trusted.* xattrs come back with it (root)", async () => {
+    expect(isRoot, 'trusted.* xattrs need root, as sessions here run').toBe(true);
+    const metadata = nativeMetadataOps();
+    const { work, store } = await fixture({ metadata });
+    const fifo = path.join(work, 'pipe');
+    await mkfifo(fifo, 0o640);
+    native().setXattr(fifo, 'trusted.note', Buffer.from('kept'));
+    const turnId = newTurnId();
+    await store.backup(fifo, { turnId, operation: 'delete' });
+    await fs.rm(fifo);
+    const manifest = await store.commitTurn(turnId, 'rm pipe');
+    expect(manifest.structure).toMatchObject([{ kind: 'special', xattrs: { 'trusted.note': Buffer.from('kept').toString('base64') } }]);
+    const report = await store.restore(turnId);
+    expect(report.restored).toMatchObject([{ path: fifo, xattrs: 'restored' }]);
+    expect(native().getXattr(fifo, 'trusted.note').toString()).toBe('kept');
+    expect((await nodeState(fifo)).mode).toBe(0o640);
   });
 
   it('without the native addon the path fails, named, and nothing else changes', async () => {

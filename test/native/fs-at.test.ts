@@ -1,9 +1,11 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import util from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { errnoOf } from '../../src/core/errors.js';
 import { native, timeSpecFromNs, type NativeBinding } from '../../src/native/index.js';
+import { REPO_ROOT } from '../helpers/serve-process.js';
 import { catchErrno, makeTempDir, modeOf, removeDir } from './helpers.js';
 
 let root: string;
@@ -140,6 +142,29 @@ describe('mknodAt', () => {
     expect(catchErrno(() => b().mknodAt(real, 'ln', 'fifo', 0o600, 0, -1, -1))).toMatchObject({ code: 'EEXIST', syscall: 'mknodat' });
     expect(fs.existsSync(path.join(real, 'target'))).toBe(false);
     expect(fs.lstatSync(path.join(real, 'ln')).isSymbolicLink()).toBe(true);
+  });
+
+  it('never sets owner or mode on a file swapped in for the node it just made', () => {
+    const tools = makeTempDir('shim');
+    try {
+      const shim = path.join(tools, 'swap-after-mknod.so');
+      execFileSync('gcc', ['-O2', '-Wall', '-Werror', '-shared', '-fPIC', '-o', shim, path.join(REPO_ROOT, 'test', 'fixtures', 'sandbox', 'swap-after-mknod.c'), '-ldl']);
+      const victim = path.join(real, 'victim');
+      fs.writeFileSync(victim, 'not yours\n', { mode: 0o600 });
+      const loader = path.join(REPO_ROOT, 'dist', 'native', 'loader.js');
+      const script = `import(${JSON.stringify(loader)}).then(({ native }) => {
+        try { native().mknodAt(${JSON.stringify(real)}, 'made', 'fifo', 0o4755, 0, 1234, 5678); console.log('made'); }
+        catch (error) { console.log(error.code, error.syscall); }
+      })`;
+      const out = execFileSync(process.execPath, ['-e', script], { env: { ...process.env, LD_PRELOAD: shim, BSH_SWAP_VICTIM: 'victim' }, encoding: 'utf8' });
+      expect(out.trim()).toBe('EEXIST mknodat');
+      // The victim now stands at the new name, as the attacker left it: nothing of the call reached it.
+      const there = fs.lstatSync(path.join(real, 'made'));
+      expect({ file: there.isFile(), uid: there.uid, gid: there.gid, mode: there.mode & 0o7777 }).toEqual({ file: true, uid: process.getuid?.(), gid: process.getgid?.(), mode: 0o600 });
+      expect(fs.readFileSync(path.join(real, 'made'), 'utf8')).toBe('not yours\n');
+    } finally {
+      removeDir(tools);
+    }
   });
 
   it('refuses a type it does not know', () => {
