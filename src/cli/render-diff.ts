@@ -17,18 +17,27 @@ export interface RenderDiffOptions {
   modes?: { before: number; now?: number };
 }
 
-/** Control characters a terminal would act on; tab and newline stay as they are. */
-const CONTENT_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+/**
+ * Control characters a terminal would act on (tab and newline stay as they are), and the
+ * bidirectional marks and overrides that would show a line's characters in another order.
+ */
+const CONTENT_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 const hexEscape = (code: number) => `\\x${code.toString(16).padStart(2, '0')}`;
+const escapeOf = (c: string) => {
+  const code = c.charCodeAt(0);
+  if (c === '\r') return '\\r';
+  return code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : hexEscape(code);
+};
 
 /**
  * File content as text a terminal (or the viewer) shows as it is: an escape sequence in
- * a model-written file cannot move the cursor or erase the lines around it, and a byte
- * that is not UTF-8 reads `\xe9` rather than vanishing into U+FFFD.
+ * a model-written file cannot move the cursor or erase the lines around it, a bidi
+ * override cannot reorder a line (`\u202e`), and a byte that is not UTF-8 reads `\xe9`
+ * rather than vanishing into U+FFFD.
  */
 export function escapeContent(bytes: Buffer): string {
   const text = isUtf8(bytes) ? bytes.toString('utf8') : decodeWithEscapes(bytes);
-  return text.replace(CONTENT_CONTROL, (c) => (c === '\r' ? '\\r' : hexEscape(c.charCodeAt(0))));
+  return text.replace(CONTENT_CONTROL, escapeOf);
 }
 
 /** UTF-8 where a sequence is valid, `\xNN` for each byte where it is not. */

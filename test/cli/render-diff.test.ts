@@ -14,6 +14,10 @@ describe('escapeContent', () => {
     expect(escapeContent(Buffer.from('ok\u001b[1A\u001b[2Kforged\r\n\u0007\u009b'))).toBe('ok\\x1b[1A\\x1b[2Kforged\\r\n\\x07\\x9b');
   });
 
+  it('escapes the bidirectional overrides and isolates that would show a line reordered', () => {
+    expect(escapeContent(Buffer.from('if (admin) {\u202e } \u2066// x\u2069 \u200f\n'))).toBe('if (admin) {\\u202e } \\u2066// x\\u2069 \\u200f\n');
+  });
+
   it('shows each byte that is not UTF-8 as \\xNN and decodes the valid text around it', () => {
     const latin1 = Buffer.from([0x63, 0x61, 0x66, 0xe9, 0x20, 0xc3, 0xa9, 0x0a]);
     expect(escapeContent(latin1)).toBe('caf\\xe9 é\n');
