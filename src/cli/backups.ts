@@ -170,9 +170,10 @@ function directoryFate(entry: DirectoryEntry): string {
 }
 
 /**
- * `backups diff`: each backed-up file against what is there now, and each file the turn
- * created (from /dev/null). For the whole turn, created paths that are gone again (temp
- * files) or are directories are left out; a PATH named is always answered.
+ * `backups diff`: each backed-up file against what is there now, each file the turn
+ * created (from /dev/null) and, in a line each, the special files it recorded. For the
+ * whole turn, created paths that are gone again (temp files) or are directories are left
+ * out; a PATH named is always answered.
  */
 export async function diffCommand(io: Io, ref: string, path: string | undefined, options: DiffStyle, env = process.env): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
@@ -180,17 +181,24 @@ export async function diffCommand(io: Io, ref: string, path: string | undefined,
   if (path !== undefined && entries.length === 0) {
     const recorded = await recordedWithoutContent(manifest, path);
     if (recorded) {
-      const what = recorded.kind === 'special' ? `a ${recorded.fileType}` : 'a directory';
-      io.out(`${printable(recorded.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(recorded.path))}`);
+      io.out(await noContentLine(recorded));
       return ExitCode.OK;
     }
     io.err(`${printable(resolve(path))} was not touched in turn ${manifest.id}`);
     return ExitCode.FAILURE;
   }
-  if (entries.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
+  const specials = path === undefined ? (manifest.structure ?? []).filter((entry): entry is SpecialEntry => entry.kind === 'special') : [];
+  if (entries.length + specials.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
   const style = { color: options.color ?? false, raw: options.raw ?? false };
   for (const entry of entries) io.out(await entryDiff(store, entry, style));
+  for (const entry of specials) io.out(await noContentLine(entry));
   return ExitCode.OK;
+}
+
+/** A directory or special file the turn recorded: what it was, and what is there now. */
+async function noContentLine(entry: DirectoryEntry | SpecialEntry): Promise<string> {
+  const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
+  return `${printable(entry.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(entry.path))}`;
 }
 
 /** What a diff can speak of: backed-up files and paths the turn created. */
