@@ -407,6 +407,10 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
     return undefined;
   };
   const isDirectory = isDirectoryState(current);
+  // Known now, so a dry run says what the real run would meet.
+  if (entry.kind === 'special' && !canMakeAgain(entry.fileType)) {
+    throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `making the ${entry.fileType} ${entry.path} again needs root (CAP_MKNOD)`);
+  }
   switch (entry.kind) {
     case 'file':
     case 'symlink':
@@ -442,7 +446,7 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
   }
 }
 
-/** Whether a rescued special file of this type could be made again by undoing the restore: devices need root (CAP_MKNOD). */
+/** Whether a special file of this type can be made (again): devices need root (CAP_MKNOD). */
 function canMakeAgain(fileType: string): boolean {
   return fileType === 'fifo' || fileType === 'socket' || ((fileType === 'char-device' || fileType === 'block-device') && isRoot());
 }

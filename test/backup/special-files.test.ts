@@ -7,7 +7,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { newTurnId } from '../../src/backup/layout.js';
 import { native } from '../../src/native/loader.js';
 import { nativeMetadataOps } from '../../src/native/metadata-ops.js';
@@ -164,6 +164,33 @@ describe('restoring a special file', () => {
     expect(report.restored).toMatchObject([{ path: fifo, xattrs: 'restored' }]);
     expect(native().getXattr(fifo, 'trusted.note').toString()).toBe('kept');
     expect((await nodeState(fifo)).mode).toBe(0o640);
+  });
+
+  it('without root a device is not made again: the dry run and the restore both say so, and the rest is restored', async () => {
+    expect(isRoot, 'making the device to record needs root, as sessions here run').toBe(true);
+    const { work, store } = await fixture({ metadata: nativeMetadataOps() });
+    const device = path.join(work, 'null');
+    const file = path.join(work, 'file');
+    execFileSync('mknod', ['-m', '0600', device, 'c', '1', '3']);
+    await fs.writeFile(file, 'before\n');
+    const turnId = newTurnId();
+    await store.backup(device, { turnId, operation: 'delete' });
+    await store.backup(file, { turnId, operation: 'open' });
+    await fs.rm(device);
+    await fs.writeFile(file, 'after\n');
+    await store.commitTurn(turnId, 'rm null; edit file');
+    const asUser = vi.spyOn(process, 'geteuid').mockReturnValue(1000);
+    try {
+      const failure = { path: device, message: `making the char-device ${device} again needs root (CAP_MKNOD)` };
+      expect((await store.restore(turnId, { dryRun: true })).failed).toMatchObject([failure]);
+      const report = await store.restore(turnId);
+      expect(report.failed).toMatchObject([failure]);
+      expect(report.restored).toMatchObject([{ path: file }]);
+    } finally {
+      asUser.mockRestore();
+    }
+    expect(await fs.readFile(file, 'utf8')).toBe('before\n');
+    expect(await fs.readdir(work)).toEqual(['file']);
   });
 
   it('without the native addon the path fails, named, and nothing else changes', async () => {
