@@ -9,6 +9,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it, vi } from 'vitest';
 import { newTurnId } from '../../src/backup/layout.js';
+import type { SessionBackupStore } from '../../src/backup/session-store.js';
 import { native } from '../../src/native/loader.js';
 import { nativeMetadataOps } from '../../src/native/metadata-ops.js';
 import { fixture, lstatNs, stampTimes } from './helpers.js';
@@ -25,6 +26,18 @@ async function mkfifo(file: string, mode: number): Promise<void> {
 async function nodeState(file: string) {
   const stats = await lstatNs(file);
   return { fifo: stats.isFIFO(), socket: stats.isSocket(), char: stats.isCharacterDevice(), mode: Number(stats.mode & 0o7777n), uid: stats.uid, gid: stats.gid, rdev: stats.rdev, mtimeNs: stats.mtimeNs, atimeNs: stats.atimeNs };
+}
+
+/** One committed turn that removes the special file `node` and rewrites `file` ('old' → 'new'). */
+async function removeNodeAndEdit(store: SessionBackupStore, node: string, file: string): Promise<string> {
+  await fs.writeFile(file, 'old\n');
+  const turnId = newTurnId();
+  await store.backup(node, { turnId, operation: 'delete' });
+  await store.backup(file, { turnId, operation: 'open' });
+  await fs.rm(node);
+  await fs.writeFile(file, 'new\n');
+  await store.commitTurn(turnId, 'rm node; edit file');
+  return turnId;
 }
 
 describe('recording a special file', () => {
@@ -172,13 +185,7 @@ describe('restoring a special file', () => {
     const device = path.join(work, 'null');
     const file = path.join(work, 'file');
     execFileSync('mknod', ['-m', '0600', device, 'c', '1', '3']);
-    await fs.writeFile(file, 'before\n');
-    const turnId = newTurnId();
-    await store.backup(device, { turnId, operation: 'delete' });
-    await store.backup(file, { turnId, operation: 'open' });
-    await fs.rm(device);
-    await fs.writeFile(file, 'after\n');
-    await store.commitTurn(turnId, 'rm null; edit file');
+    const turnId = await removeNodeAndEdit(store, device, file);
     const asUser = vi.spyOn(process, 'geteuid').mockReturnValue(1000);
     try {
       const failure = { path: device, message: `making the char-device ${device} again needs root (CAP_MKNOD)` };
@@ -189,7 +196,7 @@ describe('restoring a special file', () => {
     } finally {
       asUser.mockRestore();
     }
-    expect(await fs.readFile(file, 'utf8')).toBe('before\n');
+    expect(await fs.readFile(file, 'utf8')).toBe('old\n');
     expect(await fs.readdir(work)).toEqual(['file']);
   });
 
@@ -198,13 +205,7 @@ describe('restoring a special file', () => {
     const fifo = path.join(work, 'pipe');
     const kept = path.join(work, 'kept');
     await mkfifo(fifo, 0o600);
-    await fs.writeFile(kept, 'old\n');
-    const turnId = newTurnId();
-    await store.backup(fifo, { turnId, operation: 'delete' });
-    await store.backup(kept, { turnId, operation: 'open' });
-    await fs.rm(fifo);
-    await fs.writeFile(kept, 'new\n');
-    await store.commitTurn(turnId, 'rm pipe; edit kept');
+    const turnId = await removeNodeAndEdit(store, fifo, kept);
 
     const report = await store.restore(turnId);
     expect(report.failed).toMatchObject([{ path: fifo, message: `cannot make the fifo ${fifo} again: no native addon` }]);
