@@ -112,7 +112,8 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     t.id,
     t.sessionId,
     t.committedAt ?? 'open',
-    String(t.files.length),
+    // A FIFO, socket or device the turn removed or changed is a file a rewind brings back too.
+    String(t.files.length + (t.structure ?? []).filter((entry) => entry.kind === 'special').length),
     // Paths the turn made where nothing was: an undo removes them, though no file was backed up.
     String((t.structure ?? []).filter((entry) => entry.kind === 'absent').length),
     t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),

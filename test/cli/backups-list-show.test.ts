@@ -154,6 +154,24 @@ describe('backups list', () => {
     expect(lines[1]?.split(/\s{2,}/)).toEqual(['20260103-000001-dddddd', 'sess-c', '2026-01-03T00:00:01.000Z', '0', '2', 'npm install']);
   });
 
+  it('human output counts the special files a turn recorded among its files', async () => {
+    const pipes = ['p1', 'p2'].map((name) => path.join(work, name));
+    for (const pipe of pipes) execFileSync('mkfifo', [pipe]);
+    await makeTurn({
+      home,
+      sessionId: 'sess-f',
+      turnId: '20260104-000001-eeeeee',
+      message: 'rm p1 p2',
+      at: '2026-01-04T00:00:01.000Z',
+      backups: pipes.map((pipe) => ({ path: pipe, operation: 'delete' })),
+      change: async () => {
+        for (const pipe of pipes) await fs.rm(pipe);
+      },
+    });
+    const lines = cli(['backups', 'list', '--session', 'sess-f'], { home }).stdout.trimEnd().split('\n');
+    expect(lines[1]?.split(/\s{2,}/)).toEqual(['20260104-000001-eeeeee', 'sess-f', '2026-01-04T00:00:01.000Z', '2', '0', 'rm p1 p2']);
+  });
+
   it('human output keeps a multi-line message with escape codes on one safe line', () => {
     const { stdout } = cli(['backups', 'list', '--session', 'sess-a'], { home });
     expect(stdout).not.toContain('\u001b');
