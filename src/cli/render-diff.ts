@@ -2,6 +2,12 @@ import { isUtf8 } from 'node:buffer';
 import { createTwoFilesPatch } from 'diff';
 
 const BINARY_PROBE_BYTES = 8000;
+/**
+ * Lines added plus removed past which the diff gives up: the algorithm's cost grows with
+ * the square of it (a 20,000-line rewrite took minutes, on the viewer's only thread),
+ * and at 2,000 it stops within a second here.
+ */
+export const MAX_EDIT_LENGTH = 2000;
 
 /** Git's heuristic: a NUL byte near the start means binary. */
 export function isBinary(bytes: Buffer): boolean {
@@ -109,7 +115,13 @@ function diffText(path: string, before: Buffer | undefined, now: Buffer | undefi
     const nowPart = now === undefined ? '/dev/null' : `${path} (now, ${now.length} B)`;
     return [...header(modes), `Binary files ${beforePart} and ${nowPart} differ`].join('\n');
   }
-  const patch = createTwoFilesPatch(oldName, newName, before === undefined ? '' : decode(before), now === undefined ? '' : decode(now));
+  const patch = createTwoFilesPatch(oldName, newName, before === undefined ? '' : decode(before), now === undefined ? '' : decode(now), undefined, undefined, {
+    maxEditLength: MAX_EDIT_LENGTH,
+  });
+  if (patch === undefined) {
+    const lines = (bytes: Buffer | undefined) => (bytes === undefined ? 0 : bytes.reduce((count, byte) => count + (byte === 0x0a ? 1 : 0), 0));
+    return [...header(modes), `${path}: over ${MAX_EDIT_LENGTH} lines changed, too many to diff line by line (${lines(before)} lines in the backup, ${lines(now)} now)`].join('\n');
+  }
   // The library opens with a line of '=' that neither diff(1) nor git prints.
   // Only the final newline goes: trimming whitespace would take a CRLF file's last '\r' with it.
   const lines = (patch.endsWith('\n') ? patch.slice(0, -1) : patch).split('\n');

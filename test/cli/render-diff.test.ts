@@ -3,7 +3,7 @@
  * (a model-written file cannot forge what the diff looks like), exact bytes for a pipe.
  */
 import { describe, expect, it } from 'vitest';
-import { escapeContent, renderDiff, renderDiffBytes } from '../../src/cli/render-diff.js';
+import { MAX_EDIT_LENGTH, escapeContent, renderDiff, renderDiffBytes } from '../../src/cli/render-diff.js';
 
 describe('escapeContent', () => {
   it('keeps valid UTF-8 text, tabs and newlines as they are', () => {
@@ -23,6 +23,18 @@ describe('escapeContent', () => {
     expect(escapeContent(latin1)).toBe('caf\\xe9 é\n');
     // An overlong form, a lone continuation byte, a surrogate and a truncated sequence are all refused byte by byte.
     expect(escapeContent(Buffer.from([0xc0, 0xaf, 0x80, 0xed, 0xa0, 0x80, 0xe2, 0x82]))).toBe('\\xc0\\xaf\\x80\\xed\\xa0\\x80\\xe2\\x82');
+  });
+});
+
+describe('a rewrite too large to diff', () => {
+  it('says so instead of diffing for minutes, in both forms', () => {
+    const lines = (prefix: string) => Buffer.from(Array.from({ length: 20_000 }, (_, i) => `${prefix}${i}\n`).join(''));
+    const verdict = `/w/f: over ${MAX_EDIT_LENGTH} lines changed, too many to diff line by line (20000 lines in the backup, 20000 now)`;
+    expect(renderDiff('/w/f', lines('a'), lines('b'), { color: false })).toBe(verdict);
+    expect(renderDiffBytes('/w/f', lines('a'), lines('b'), {}).toString()).toBe(verdict);
+    // A long file with a few changed lines is still diffed.
+    const edited = Buffer.from(lines('a').toString().replace('a100\n', 'changed\n'));
+    expect(renderDiff('/w/f', lines('a'), edited, { color: false })).toContain('-a100\n+changed');
   });
 });
 
