@@ -34,11 +34,25 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   // A FIFO, socket or device: what a rewind puts back, and so compares.
   else if (type !== 'file') state = { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString(), rdev: Number(stats.rdev) };
   else {
-    const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? (await hashFile(file)).sha256 : null;
+    const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? await hashOrNull(file, Number(stats.size)) : null;
     state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), uid, gid };
   }
   if (options.xattrs) state.xattrs = readXattrs(options.xattrs, file) ?? null;
   return state;
+}
+
+/**
+ * The hash of what `file` holds, or null when its bytes cannot be read as the file its
+ * size says it is (a /proc file reached through a parent made a symlink, one that would
+ * block, or one swapped meanwhile): size, mode and mtime then decide, and a commit or a
+ * view never waits on it or reads without end.
+ */
+async function hashOrNull(file: string, size: number): Promise<string | null> {
+  try {
+    return (await hashFile(file, size)).sha256;
+  } catch {
+    return null;
+  }
 }
 
 /** The state an entry describes: the path as it was before the turn. */

@@ -193,11 +193,16 @@ export async function hashHandle(handle: fs.FileHandle, limit = Number.MAX_SAFE_
   return { sha256: hash.digest('hex'), size: position };
 }
 
-/** Hash a regular file by path (never following a final symlink). */
-export async function hashFile(file: string): Promise<{ sha256: string; size: number }> {
+/**
+ * Hash a regular file by path (never following a final symlink, never waiting on it),
+ * reading at most `limit` bytes: past it, it throws a RangeError. A file under /proc says
+ * it holds 0 bytes and then gives more (some without end), so callers pass its size.
+ */
+export async function hashFile(file: string, limit = Number.MAX_SAFE_INTEGER): Promise<{ sha256: string; size: number }> {
   const handle = await openForSnapshot(file);
   try {
-    return await hashHandle(handle);
+    if (!(await handle.stat()).isFile()) throw new Error(`${file} is not a regular file`);
+    return await hashHandle(handle, limit);
   } finally {
     await handle.close();
   }

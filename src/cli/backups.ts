@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, type Stats } from 'node:fs';
-import { lstat, readFile, readlink, realpath } from 'node:fs/promises';
+import { lstat, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   BackupHome,
@@ -24,6 +24,7 @@ import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
+import { contentNow } from './content-now.js';
 import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
 
 /** The store every `backups` command (and the `backups ui` page) reads and restores from. */
@@ -284,7 +285,8 @@ export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | 
     return `${shown}: ${entry.size} B backup, too large to diff; ${verdict}`;
   }
   const before = await store.readBlob(entry.sha256);
-  const now = stats ? await readFile(entry.path) : undefined;
+  const now = stats ? await contentNow(entry.path, stats.size) : undefined;
+  if (typeof now === 'string') return `${shown}: ${now}`;
   return style.raw ? renderDiffBytes(shown, before, now, { modes }) : renderDiff(shown, before, now, { color, modes });
 }
 
@@ -295,7 +297,8 @@ async function createdDiff(file: string, shown: string, stats: Stats | undefined
   if (stats.isSymbolicLink()) return renderLinkDiff(shown, undefined, await linkNow(file, stats), { color });
   if (!stats.isFile()) return `${shown}: created by the turn; now ${describeType(stats)}`;
   if (stats.size > DIFF_TEXT_LIMIT) return `${shown}: created by the turn, ${stats.size} B now, too large to diff`;
-  const now = await readFile(file);
+  const now = await contentNow(file, stats.size);
+  if (typeof now === 'string') return `${shown}: created by the turn; ${now}`;
   return style.raw ? renderDiffBytes(shown, undefined, now, {}) : renderDiff(shown, undefined, now, { color });
 }
 

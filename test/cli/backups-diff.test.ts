@@ -151,6 +151,28 @@ describe('backups diff', () => {
     expect(lines).toContain('\u001b[32m+\\x1b[1A\\r\u001b[0m');
   });
 
+  it('a file whose folder was made a symlink to /proc since is not read through it', async () => {
+    await fs.mkdir(at('q'));
+    for (const name of ['version', 'kmsg']) await writeOld(at(`q/${name}`), 'a\n');
+    const turn = '20260301-140000-d1ff02';
+    await makeTurn({
+      home,
+      sessionId: 'sess-d',
+      turnId: turn,
+      message: 'append',
+      at: '2026-03-01T14:00:00.000Z',
+      backups: ['version', 'kmsg'].map((name) => ({ path: at(`q/${name}`), operation: 'open' })),
+      change: async () => {
+        for (const name of ['version', 'kmsg']) await fs.appendFile(at(`q/${name}`), 'b\n');
+      },
+    });
+    await fs.rm(at('q'), { recursive: true });
+    await fs.symlink('/proc', at('q'));
+    const result = diff(turn);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(['version', 'kmsg'].map((name) => `${at(`q/${name}`)}: the folder above it now resolves to /proc; not read\n`).join(''));
+  });
+
   it('a PATH the turn did not touch: exit 1, named on stderr', () => {
     const result = diff(TURN, at('never.txt'));
     expect(result.status).toBe(1);
