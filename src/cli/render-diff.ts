@@ -1,5 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { createTwoFilesPatch } from 'diff';
+import { BIDI_CONTROLS, escapeChar } from '../core/printable.js';
 
 const BINARY_PROBE_BYTES = 8000;
 /**
@@ -27,13 +28,8 @@ export interface RenderDiffOptions {
  * Control characters a terminal would act on (tab and newline stay as they are), and the
  * bidirectional marks and overrides that would show a line's characters in another order.
  */
-const CONTENT_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const CONTENT_CONTROL = new RegExp(`[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f${BIDI_CONTROLS}]`, 'g');
 const hexEscape = (code: number) => `\\x${code.toString(16).padStart(2, '0')}`;
-const escapeOf = (c: string) => {
-  const code = c.charCodeAt(0);
-  if (c === '\r') return '\\r';
-  return code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : hexEscape(code);
-};
 
 /**
  * File content as text a terminal (or the viewer) shows as it is: an escape sequence in
@@ -43,7 +39,7 @@ const escapeOf = (c: string) => {
  */
 export function escapeContent(bytes: Buffer): string {
   const text = isUtf8(bytes) ? bytes.toString('utf8') : decodeWithEscapes(bytes);
-  return text.replace(CONTENT_CONTROL, escapeOf);
+  return text.replace(CONTENT_CONTROL, escapeChar);
 }
 
 /** UTF-8 where a sequence is valid, `\xNN` for each byte where it is not. */

@@ -4,7 +4,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { html } from './html.js';
 import { api, messageOf } from './api.js';
 import { DiffView } from './diff-view.js';
-import { formatSize, octal } from './format.js';
+import { formatSize, octal, visible } from './format.js';
 
 /** @typedef {import('./api-types').FileView} FileView */
 /** @typedef {import('./api-types').DiffView} DiffView */
@@ -26,7 +26,7 @@ function describeNow(now) {
     case 'file':
       return `${formatSize(now.size)}, mode ${octal(now.mode)}`;
     case 'symlink':
-      return `symlink → ${now.target}`;
+      return `symlink → ${visible(now.target)}`;
     default:
       return now.mode === undefined ? `a ${now.fileType}` : `a ${now.fileType}, mode ${octal(now.mode)}`;
   }
@@ -42,7 +42,7 @@ function describeBefore(file) {
     case 'special':
       return `a ${file.fileType ?? 'special file'}, mode ${octal(file.mode ?? 0)}`;
     case 'symlink':
-      return `symlink → ${file.linkTarget ?? ''}`;
+      return `symlink → ${visible(file.linkTarget ?? '')}`;
     default:
       return `${formatSize(file.size ?? 0)}, mode ${octal(file.mode ?? 0)}`;
   }
@@ -82,7 +82,7 @@ export function FileCard({ file, session, turn, startOpen, busy, onRestore }) {
     <li class="file">
       <div class="file-head">
         <span class="badge op">${file.operation}</span>
-        <code class="path">${file.path}</code>
+        <code class="path">${visible(file.path)}</code>
         <span class=${`badge status ${status.tone}`}>${status.label}</span>
       </div>
       <p class="file-states">

@@ -9,11 +9,28 @@ export function formatTime(iso) {
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
 }
 
+// Control characters and bidi overrides, as the command line escapes them (src/core/printable.ts).
+const HIDDEN = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * A model-written name, link target or message as it is stored: an escape sequence or a
+ * bidi override shows as `\x1b` or `\u202e` instead of reordering or hiding what follows
+ * (`invoice\u202etxt.exe` would read "invoiceexe.txt"). Newlines stay unless `oneLine`.
+ * @param {string} text @param {boolean} [oneLine]
+ */
+export function visible(text, oneLine = true) {
+  const escaped = text.replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code === 9 ? '\\t' : code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\x${code.toString(16).padStart(2, '0')}`;
+  });
+  return oneLine ? escaped.replaceAll('\n', '\\n') : escaped;
+}
+
 /** @param {string | null | undefined} message */
 export function firstLine(message) {
   if (!message) return '';
   const [first = '', ...rest] = message.split('\n');
-  return rest.some((line) => line.trim() !== '') ? `${first} …` : first;
+  return visible(rest.some((line) => line.trim() !== '') ? `${first} …` : first);
 }
 
 /** @param {number} bytes */

@@ -1,7 +1,7 @@
 // What a restore or a rewind did, and the explicit confirmation that forcing needs.
 import { useState } from 'preact/hooks';
 import { html } from './html.js';
-import { plural, turnHref } from './format.js';
+import { plural, turnHref, visible } from './format.js';
 
 /** @typedef {import('./api-types').RestoreReport} RestoreReport */
 /** @typedef {import('./api-types').Conflict} Conflict */
@@ -33,28 +33,28 @@ function ReportLists({ report, session, rescue = true }) {
           <ul class="report-list ok">
             ${report.restored.map(
               (item) =>
-                html`<li><code>${item.path}</code>${item.action in ACTION ? ACTION[/** @type {keyof typeof ACTION} */ (item.action)] : ''}${item.forced ? ' (forced)' : ''}</li>`,
+                html`<li><code>${visible(item.path)}</code>${item.action in ACTION ? ACTION[/** @type {keyof typeof ACTION} */ (item.action)] : ''}${item.forced ? ' (forced)' : ''}</li>`,
             )}
           </ul>`
       : null}
     ${report.skipped.length > 0
       ? html`<h4>Left as they are (${report.skipped.length})</h4>
           <ul class="report-list">
-            ${report.skipped.map((item) => html`<li><code>${item.path}</code>: ${item.detail}</li>`)}
+            ${report.skipped.map((item) => html`<li><code>${visible(item.path)}</code>: ${item.detail}</li>`)}
           </ul>`
       : null}
     ${report.conflicts.length > 0
       ? html`<h4>Conflicts (${report.conflicts.length})</h4>
           <ul class="report-list warn">
             ${report.conflicts.map(
-              (item) => html`<li><code>${item.path}</code>: ${reasonText(item.reason)} <span class="note">(${item.detail})</span></li>`,
+              (item) => html`<li><code>${visible(item.path)}</code>: ${reasonText(item.reason)} <span class="note">(${item.detail})</span></li>`,
             )}
           </ul>`
       : null}
     ${report.failed.length > 0
       ? html`<h4>Failed (${report.failed.length})</h4>
           <ul class="report-list bad">
-            ${report.failed.map((item) => html`<li><code>${item.path}</code>: ${item.message} [${item.code}]</li>`)}
+            ${report.failed.map((item) => html`<li><code>${visible(item.path)}</code>: ${item.message} [${item.code}]</li>`)}
           </ul>`
       : null}
     ${report.notInTurn.length > 0

@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { html } from './html.js';
 import { api, messageOf } from './api.js';
 import { FileCard } from './file-card.js';
-import { formatTime, plural, turnHref } from './format.js';
+import { firstLine, formatTime, plural, turnHref, visible } from './format.js';
 import { Report } from './report.js';
 
 /** @typedef {import('./api-types').TurnView} TurnView */
@@ -91,7 +91,7 @@ export function TurnView({ session, turn, onChanged }) {
     <article class="turn" aria-labelledby="turn-title">
       <header class="turn-header">
         <h2 id="turn-title">Turn <code>${view.id}</code> <span class=${`badge kind-${view.kind}`}>${view.kind}</span></h2>
-        <p class="message">${view.message ?? '(not committed yet)'}</p>
+        <p class="message">${view.message === null ? '(not committed yet)' : visible(view.message, false)}</p>
         <dl class="facts">
           <dt>Session</dt><dd><code>${view.sessionId}</code></dd>
           <dt>Started</dt><dd><time datetime=${view.startedAt}>${formatTime(view.startedAt)}</time></dd>
@@ -171,7 +171,7 @@ function RewindConfirm({ plan, busy, onRewind, onCancel }) {
                 .filter(Boolean)
                 .join(', ')
             : 'not reached';
-          return html`<li><code>${t.id}</code> ${t.message ?? ''} <span class="note">(${found})</span></li>`;
+          return html`<li><code>${t.id}</code> ${firstLine(t.message)} <span class="note">(${found})</span></li>`;
         })}
       </ol>
       ${preview.stoppedAt
