@@ -17,7 +17,7 @@ import { diffView, turnSummary, turnView, type TurnSummary } from './views.js';
  *   GET  /api/diff?session=S&turn=T&path=P      one file's diff, backup → now
  *   GET  /api/rewind-plan?session=S&turn=T      the turns a rewind to before T restores, and its dry run
  *   POST /api/restore {session, turn, paths?, force?, dryRun?}
- *   POST /api/rewind  {session, turn, force?}
+ *   POST /api/rewind  {session, turn, turns, force?} (turns: the ids the confirmation listed; 409 when the plan changed)
  */
 export interface ApiContext {
   home: BackupHome;
@@ -40,7 +40,8 @@ const restoreBody = z.strictObject({
   force: z.boolean().optional(),
   dryRun: z.boolean().optional(),
 });
-const rewindBody = z.strictObject({ session: id, turn: id, force: z.boolean().optional() });
+/** `turns`: the ids the confirmation listed (newest first); the rewind runs only if they are still the plan. */
+const rewindBody = z.strictObject({ session: id, turn: id, turns: z.array(id).min(1).max(100_000), force: z.boolean().optional() });
 
 export class Api {
   readonly #ctx: ApiContext;
@@ -95,7 +96,7 @@ export class Api {
       }
       case 'POST /api/rewind': {
         const body = parse(rewindBody, await readJsonBody(req, BODY_LIMIT));
-        return this.#exclusively(() => rewindSession(home, body.session, body.turn, { force: body.force ?? false }));
+        return this.#exclusively(() => rewindSession(home, body.session, body.turn, { force: body.force ?? false, confirmed: body.turns }));
       }
       default:
         throw new HttpError(url.pathname.startsWith('/api/') && knownPath(url.pathname) ? 405 : 404, `no ${route}`);

@@ -67,8 +67,11 @@ afterEach(async () => {
   await viewer.server.close();
 });
 
+const planned = async (turn: string) => viewer.json<{ turns: TurnSummary[] }>(await viewer.get(`/api/rewind-plan?session=${SESSION}&turn=${turn}`)).turns.map((t) => t.id);
+
+/** As the page does it: the plan first, then the rewind of the turns it listed. */
 const rewind = async (turn: string, force?: boolean) =>
-  viewer.json<RewindReport>(await viewer.post('/api/rewind', { session: SESSION, turn, ...(force === undefined ? {} : { force }) }));
+  viewer.json<RewindReport>(await viewer.post('/api/rewind', { session: SESSION, turn, turns: await planned(turn), ...(force === undefined ? {} : { force }) }));
 
 describe('rewind', () => {
   it('plans the turn and every later turn of its session, newest first', async () => {
@@ -142,9 +145,28 @@ describe('rewind', () => {
     expect(await read('b.txt')).toBe('(absent)');
   });
 
+  it('refuses (409) when a turn was committed after the confirmation listed the turns, and changes nothing', async () => {
+    const confirmed = await planned(T2);
+    expect(confirmed).toEqual([T3, T2]);
+    await makeTurn({
+      home,
+      sessionId: SESSION,
+      turnId: '20260503-120000-555555',
+      message: 'committed while the person read the confirmation',
+      at: '2026-05-03T12:00:00.000Z',
+      backups: [{ path: at('c.txt'), operation: 'open' }],
+      change: () => fs.writeFile(at('c.txt'), 'c3\n'),
+    });
+    const answer = await viewer.post('/api/rewind', { session: SESSION, turn: T2, turns: confirmed });
+    expect(answer.status).toBe(409);
+    expect([await read('a.txt'), await read('b.txt'), await read('c.txt')]).toEqual(['v4\n', '(absent)', 'c3\n']);
+    // Without the list the server does not guess.
+    expect((await viewer.post('/api/rewind', { session: SESSION, turn: T2 })).status).toBe(400);
+  });
+
   it('an unknown turn is 404 and a turn of another session is not found in this one', async () => {
-    expect((await viewer.post('/api/rewind', { session: SESSION, turn: '20990101-000000-ffffff' })).status).toBe(404);
-    expect((await viewer.post('/api/rewind', { session: SESSION, turn: '20260503-103000-444444' })).status).toBe(404);
+    expect((await viewer.post('/api/rewind', { session: SESSION, turn: '20990101-000000-ffffff', turns: [T2] })).status).toBe(404);
+    expect((await viewer.post('/api/rewind', { session: SESSION, turn: '20260503-103000-444444', turns: [T2] })).status).toBe(404);
     expect(await read('d.txt')).toBe('d2\n');
   });
 });

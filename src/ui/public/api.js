@@ -61,7 +61,7 @@ export const api = {
   rewindPlan: (session, turn) => call('GET', `/api/rewind-plan?${query({ session, turn })}`),
   /** @param {{ session: string, turn: string, paths?: string[], force?: boolean }} body @returns {Promise<RestoreAnswer>} */
   restore: (body) => call('POST', '/api/restore', body),
-  /** @param {{ session: string, turn: string, force?: boolean }} body @returns {Promise<RewindReport>} */
+  /** @param {{ session: string, turn: string, turns: string[], force?: boolean }} body @returns {Promise<RewindReport>} */
   rewind: (body) => call('POST', '/api/rewind', body),
 };
 

@@ -23,6 +23,7 @@ export function TurnView({ session, turn, onChanged }) {
   const [outcomeId, setOutcomeId] = useState(0);
   const [plan, setPlan] = useState(/** @type {RewindPlanAnswer | null} */ (null));
   const reportRef = useRef(/** @type {HTMLElement | null} */ (null));
+  const confirmed = useRef(/** @type {string[]} */ ([]));
 
   useEffect(() => {
     let live = true;
@@ -64,11 +65,12 @@ export function TurnView({ session, turn, onChanged }) {
   const rewind = (force) =>
     act(async () => {
       setPlan(null);
-      return { type: /** @type {const} */ ('rewind'), result: await api.rewind({ session, turn, force }) };
+      // The turns the person confirmed: the server refuses if the plan has changed since.
+      return { type: /** @type {const} */ ('rewind'), result: await api.rewind({ session, turn, turns: confirmed.current, force }) };
     });
   const askRewind = () =>
     api.rewindPlan(session, turn).then(
-      (answer) => setPlan(answer),
+      (answer) => ((confirmed.current = answer.turns.map((t) => t.id)), setPlan(answer)),
       (failure) => (setOutcome({ type: 'error', message: messageOf(failure) }), setOutcomeId((n) => n + 1)),
     );
 
