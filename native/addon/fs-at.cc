@@ -165,13 +165,13 @@ static bool XattrPairsArg(const Napi::CallbackInfo& info, size_t index, std::vec
   }
   Napi::Array pairs = info[index].As<Napi::Array>();
   for (uint32_t i = 0; i < pairs.Length(); i++) {
-    Napi::Value pair = pairs.Get(i);
-    if (!pair.IsArray() || pair.As<Napi::Array>().Length() != 2 || !pair.As<Napi::Array>().Get(0u).IsString() ||
-        !pair.As<Napi::Array>().Get(1u).IsBuffer()) {
+    Napi::Value item = pairs.Get(i);
+    Napi::Array pair = item.IsArray() ? item.As<Napi::Array>() : Napi::Array::New(env);
+    if (pair.Length() != 2 || !pair.Get(0u).IsString() || !pair.Get(1u).IsBuffer()) {
       ThrowArgError(env, "ERR_INVALID_ARG_TYPE", "argument 8 (xattrs) must be an array of [name, Buffer] pairs");
       return false;
     }
-    out->emplace_back(pair.As<Napi::Array>().Get(0u).As<Napi::String>().Utf8Value(), pair.As<Napi::Array>().Get(1u).As<Napi::Buffer<char>>());
+    out->emplace_back(pair.Get(0u).As<Napi::String>().Utf8Value(), pair.Get(1u).As<Napi::Buffer<char>>());
   }
   return true;
 }

@@ -196,12 +196,12 @@ export async function hashHandle(handle: fs.FileHandle, limit = Number.MAX_SAFE_
 /**
  * Hash a regular file by path (never following a final symlink, never waiting on it),
  * reading at most `limit` bytes: past it, it throws a RangeError. A file under /proc says
- * it holds 0 bytes and then gives more (some without end), so callers pass its size.
+ * it holds 0 bytes and then gives more (some without end), so callers pass its size; the
+ * limit (and O_NONBLOCK) also stops a device or FIFO swapped in since the caller's lstat.
  */
 export async function hashFile(file: string, limit = Number.MAX_SAFE_INTEGER): Promise<{ sha256: string; size: number }> {
   const handle = await openForSnapshot(file);
   try {
-    if (!(await handle.stat()).isFile()) throw new Error(`${file} is not a regular file`);
     return await hashHandle(handle, limit);
   } finally {
     await handle.close();

@@ -29,7 +29,6 @@ export interface RenderDiffOptions {
  * bidirectional marks and overrides that would show a line's characters in another order.
  */
 const CONTENT_CONTROL = new RegExp(`[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f${BIDI_CONTROLS}]`, 'g');
-const hexEscape = (code: number) => `\\x${code.toString(16).padStart(2, '0')}`;
 
 /**
  * File content as text a terminal (or the viewer) shows as it is: an escape sequence in
@@ -53,7 +52,7 @@ function decodeWithEscapes(bytes: Buffer): string {
       i += length;
       continue;
     }
-    out += bytes.toString('utf8', start, i) + hexEscape(bytes[i] ?? 0);
+    out += bytes.toString('utf8', start, i) + escapeChar(String.fromCharCode(bytes[i] ?? 0));
     i++;
     start = i;
   }

@@ -39,19 +39,22 @@ export interface CliResult {
 }
 
 /** Run `node bin/brokered-shell.js ARGS` as a real process with its store at `home`. */
-export function cli(args: string[], options: { home: string; cwd?: string; env?: NodeJS.ProcessEnv }): CliResult {
+/** The environment a test's CLI runs in: its own store, warnings only, colour left to the command. */
+function cliEnv(options: { home: string; env?: NodeJS.ProcessEnv }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, BROKERED_SHELL_HOME: options.home, BROKERED_SHELL_LOG_LEVEL: 'warn', ...options.env };
   delete env.FORCE_COLOR;
-  const result = spawnSync(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env, encoding: 'utf8' });
+  return env;
+}
+
+export function cli(args: string[], options: { home: string; cwd?: string; env?: NodeJS.ProcessEnv }): CliResult {
+  const result = spawnSync(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options), encoding: 'utf8' });
   if (result.error) throw result.error;
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 /** `cli` with stdout as bytes, exactly as the command wrote them. */
 export function cliBytes(args: string[], options: { home: string; cwd?: string }): { status: number | null; stdout: Buffer; stderr: string } {
-  const env: NodeJS.ProcessEnv = { ...process.env, BROKERED_SHELL_HOME: options.home, BROKERED_SHELL_LOG_LEVEL: 'warn' };
-  delete env.FORCE_COLOR;
-  const result = spawnSync(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env });
+  const result = spawnSync(process.execPath, [CLI, ...args], { cwd: options.cwd ?? REPO_ROOT, env: cliEnv(options) });
   if (result.error) throw result.error;
   return { status: result.status, stdout: result.stdout, stderr: result.stderr.toString('utf8') };
 }
