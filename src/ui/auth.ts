@@ -3,10 +3,13 @@ import type { IncomingMessage } from 'node:http';
 
 /**
  * Who may talk to the viewer: whoever holds the secret that `backups ui` printed. The
- * page gets it from its first URL (`/?t=SECRET`) and keeps it in a cookie; every other
- * request must carry one of the two. The Host header must name the server's own
- * address (a DNS-rebinding page arrives under its own host name), and every write must
- * come from the page's own origin.
+ * printed address carries it in its fragment (`/#t=SECRET`), which the browser never
+ * sends anywhere; the page moves it into its tab's `sessionStorage` and sends it on
+ * every API call as `Authorization: Bearer SECRET`. Never in a cookie: browsers send a
+ * host's cookies to every port of it, so a page another user serves on another port
+ * of 127.0.0.1 would get it. The page's own files hold no data and need no secret.
+ * The Host header must name the server's own address (a DNS-rebinding page arrives
+ * under its own host name), and every write must come from the page's own origin.
  */
 export interface UiAuth {
   readonly secret: string;
@@ -14,16 +17,21 @@ export interface UiAuth {
   readonly host: string;
   /** `http://127.0.0.1:PORT`: the only Origin a write may come from. */
   readonly origin: string;
-  /** Cookies are shared by every port of a host: the name carries the port. */
-  readonly cookieName: string;
 }
 
 export const LOOPBACK = '127.0.0.1';
-export const TOKEN_PARAM = 't';
+/** The fragment's parameter in the printed address; `public/api.js` reads the same name. */
+export const SECRET_PARAM = 't';
 
-export function createAuth(port: number, secret: string = randomBytes(32).toString('base64url')): UiAuth {
+/** 256 random bits, base64url: nothing in it needs escaping in a URL or a header. */
+export function createAuth(port: number): UiAuth {
   const host = `${LOOPBACK}:${port}`;
-  return { secret, host, origin: `http://${host}`, cookieName: `bsh-ui-${port}` };
+  return { secret: randomBytes(32).toString('base64url'), host, origin: `http://${host}` };
+}
+
+/** The address to open: the secret in the fragment, which no request carries. */
+export function pageAddress(auth: UiAuth): string {
+  return `${auth.origin}/#${SECRET_PARAM}=${auth.secret}`;
 }
 
 /** Compare without leaking, through timing, how much of a guess was right. */
@@ -37,33 +45,12 @@ export function hostAllowed(req: IncomingMessage, auth: UiAuth): boolean {
   return req.headers.host === auth.host;
 }
 
-/** The secret from the URL's `t` parameter, or undefined when there is none. */
-export function queryToken(url: URL): string | undefined {
-  return url.searchParams.get(TOKEN_PARAM) ?? undefined;
-}
+const BEARER = /^Bearer (\S+)$/;
 
-/** The value of one cookie of the request, or undefined. */
-export function cookieValue(req: IncomingMessage, name: string): string | undefined {
-  const header = req.headers.cookie;
-  if (header === undefined) return undefined;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
-}
-
-/** Whether the request carries the secret, in its URL or in its cookie. */
-export function authenticated(req: IncomingMessage, url: URL, auth: UiAuth): boolean {
-  const fromQuery = queryToken(url);
-  if (fromQuery !== undefined) return sameSecret(fromQuery, auth.secret);
-  return sameSecret(cookieValue(req, auth.cookieName), auth.secret);
-}
-
-/** The cookie that lets the page's later requests (scripts, styles, API) carry the secret. */
-export function sessionCookie(auth: UiAuth): string {
-  return `${auth.cookieName}=${auth.secret}; Path=/; HttpOnly; SameSite=Strict`;
+/** Whether the request carries the secret as `Authorization: Bearer SECRET` (the only place it is taken from). */
+export function authenticated(req: IncomingMessage, auth: UiAuth): boolean {
+  const match = BEARER.exec(req.headers.authorization ?? '');
+  return sameSecret(match?.[1], auth.secret);
 }
 
 /**

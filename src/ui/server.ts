@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { BackupHome, SetTimesNs } from '../backup/index.js';
 import { Api } from './api.js';
 import { loadAssets, type Assets } from './assets.js';
-import { LOOPBACK, TOKEN_PARAM, authenticated, createAuth, hostAllowed, queryToken, sameOriginWrite, sessionCookie, type UiAuth } from './auth.js';
-import { BASE_HEADERS, send } from './http.js';
+import { LOOPBACK, authenticated, createAuth, hostAllowed, pageAddress, sameOriginWrite, type UiAuth } from './auth.js';
+import { send } from './http.js';
 
 export interface UiServerOptions {
   home: BackupHome;
@@ -12,13 +12,11 @@ export interface UiServerOptions {
   setTimesNs?: SetTimesNs;
   /** 0 (the default): a port the kernel picks. */
   port?: number;
-  /** Default: 32 random bytes. */
-  secret?: string;
   assets?: Assets;
 }
 
 export interface UiServer {
-  /** `http://127.0.0.1:PORT/?t=SECRET`: the address to open, secret included. */
+  /** `http://127.0.0.1:PORT/#t=SECRET`: the address to open, secret included. */
   readonly url: string;
   readonly port: number;
   readonly auth: UiAuth;
@@ -45,10 +43,10 @@ export async function startUiServer(options: UiServerOptions): Promise<UiServer>
     });
   });
   const port = (server.address() as AddressInfo).port;
-  const ready = createAuth(port, options.secret);
+  const ready = createAuth(port);
   auth = ready;
   return {
-    url: `${ready.origin}/?${TOKEN_PARAM}=${encodeURIComponent(ready.secret)}`,
+    url: pageAddress(ready),
     port,
     auth: ready,
     close: () =>
@@ -70,20 +68,17 @@ async function handle(req: IncomingMessage, res: ServerResponse, auth: UiAuth, a
   } catch {
     return send(res, 400, 'bad request\n', 'text/plain; charset=utf-8');
   }
-  if (!authenticated(req, url, auth)) return forbidden(res);
-  if (req.method === 'POST') {
-    if (!sameOriginWrite(req, auth)) return forbidden(res);
-  } else if (req.method !== 'GET') {
-    return send(res, 405, 'method not allowed\n', 'text/plain; charset=utf-8', { allow: 'GET, POST' });
+  if (url.pathname.startsWith('/api/')) {
+    if (!authenticated(req, auth)) return forbidden(res);
+    if (req.method === 'POST') {
+      if (!sameOriginWrite(req, auth)) return forbidden(res);
+    } else if (req.method !== 'GET') {
+      return send(res, 405, 'method not allowed\n', 'text/plain; charset=utf-8', { allow: 'GET, POST' });
+    }
+    return api.handle(req, res, url);
   }
-  if (url.pathname.startsWith('/api/')) return api.handle(req, res, url);
+  // The page and its modules are the package's own files: no data, so no secret needed.
   if (req.method !== 'GET') return send(res, 405, 'method not allowed\n', 'text/plain; charset=utf-8', { allow: 'GET' });
-  if (url.pathname === '/' && queryToken(url) !== undefined) {
-    // The secret moves from the address bar into a cookie the page's own requests carry.
-    res.writeHead(303, { ...BASE_HEADERS, location: '/', 'set-cookie': sessionCookie(auth), 'content-length': '0' });
-    res.end();
-    return;
-  }
   const asset = assets.files.get(url.pathname);
   if (!asset) return send(res, 404, 'not found\n', 'text/plain; charset=utf-8');
   send(res, 200, asset.body, asset.type, { 'content-security-policy': assets.csp });

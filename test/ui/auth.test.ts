@@ -1,7 +1,8 @@
 /**
- * The viewer's doors: every request needs the secret (URL or cookie), the Host header
- * must be the server's own 127.0.0.1:PORT (DNS rebinding), and writes must be JSON POSTs
- * from the page's origin. What a refused write would have changed stays as it was.
+ * The viewer's doors: every API call needs the secret as a bearer token (never from a
+ * cookie or a URL), the Host header must be the server's own 127.0.0.1:PORT (DNS
+ * rebinding), and writes must be JSON POSTs from the page's origin. What a refused
+ * write would have changed stays as it was.
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -34,54 +35,68 @@ afterEach(async () => {
   await viewer.server.close();
 });
 
-const PATHS = ['/', '/api/sessions', '/assets/app.js', '/assets/style.css', '/vendor/preact.mjs', '/nowhere'];
+const API = ['/api/sessions', `/api/turn?session=sess-auth&turn=${TURN}`];
+const PAGE = ['/', '/assets/app.js', '/assets/api.js', '/assets/style.css', '/vendor/preact.mjs'];
 
 describe('the secret', () => {
-  it.each(PATHS)('GET %s without it is 403', async (where) => {
+  it.each(API)('GET %s without it is 403 and names nothing of the store', async (where) => {
     const reply = await request(viewer.port, where);
     expect(reply.status).toBe(403);
     expect(reply.body).toBe('forbidden\n');
   });
 
-  it.each(PATHS)('GET %s with a wrong one (URL or cookie) is 403', async (where) => {
-    const { auth } = viewer.server;
-    const wrong = `${auth.secret.slice(0, -1)}${auth.secret.endsWith('A') ? 'B' : 'A'}`;
-    expect((await request(viewer.port, `${where}?t=${wrong}`)).status).toBe(403);
-    expect((await request(viewer.port, where, { headers: { cookie: `${auth.cookieName}=${wrong}` } })).status).toBe(403);
-    // The right secret under another port's cookie name is not this server's cookie.
-    expect((await request(viewer.port, where, { headers: { cookie: `bsh-ui-1=${auth.secret}` } })).status).toBe(403);
+  it.each(API)('GET %s with a wrong one, or a malformed header, is 403', async (where) => {
+    const { secret } = viewer.server.auth;
+    const wrong = `${secret.slice(0, -1)}${secret.endsWith('A') ? 'B' : 'A'}`;
+    for (const authorization of [`Bearer ${wrong}`, `Bearer ${secret}x`, secret, `Basic ${secret}`, `Bearer  ${secret}`, `Bearer ${secret} x`, 'Bearer ']) {
+      expect((await request(viewer.port, where, { headers: { authorization } })).status, authorization).toBe(403);
+    }
   });
 
-  it('the first address sets an HttpOnly SameSite=Strict cookie and sends the secret out of the address bar', async () => {
-    const first = await request(viewer.port, `/?t=${encodeURIComponent(viewer.server.auth.secret)}`);
-    expect(first.status).toBe(303);
-    expect(first.headers.location).toBe('/');
-    const cookie = first.headers['set-cookie']?.[0] ?? '';
-    expect(cookie).toBe(`${viewer.server.auth.cookieName}=${viewer.server.auth.secret}; Path=/; HttpOnly; SameSite=Strict`);
-    const page = await request(viewer.port, '/', { headers: { cookie: cookie.split(';')[0] ?? '' } });
-    expect(page.status).toBe(200);
-    expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
-    expect(page.body).toContain('<script type="module" src="/assets/app.js"></script>');
+  it.each(API)('GET %s with the right secret anywhere but the Authorization header is 403', async (where) => {
+    const { secret } = viewer.server.auth;
+    const separator = where.includes('?') ? '&' : '?';
+    // A URL ends up in logs and history; a cookie reaches every port of 127.0.0.1.
+    expect((await request(viewer.port, `${where}${separator}t=${secret}`)).status).toBe(403);
+    for (const name of [`bsh-ui-${viewer.port}`, 't', 'secret']) {
+      expect((await request(viewer.port, where, { headers: { cookie: `${name}=${secret}` } })).status, name).toBe(403);
+    }
   });
 
-  it('the printed address is 127.0.0.1, the port and a 256-bit secret', () => {
+  it.each(API)('GET %s with it answers', async (where) => {
+    const reply = await viewer.get(where);
+    expect(reply.status).toBe(200);
+    expect(reply.body).toContain('sess-auth');
+  });
+
+  it.each(PAGE)('GET %s (the page, its modules) answers without it and sets no cookie', async (where) => {
+    const reply = await request(viewer.port, where);
+    expect(reply.status).toBe(200);
+    expect(reply.headers['set-cookie']).toBeUndefined();
+    expect(reply.body).not.toContain(viewer.server.auth.secret);
+    expect(reply.body).not.toContain('sess-auth');
+  });
+
+  it('an unknown path is 404, with or without the secret', async () => {
+    expect((await request(viewer.port, '/nowhere')).status).toBe(404);
+    expect((await viewer.get('/nowhere')).status).toBe(404);
+  });
+
+  it('the printed address is 127.0.0.1, the port and a 256-bit secret in the fragment, which no request carries', () => {
     const url = new URL(viewer.server.url);
     expect(url.origin).toBe(`http://127.0.0.1:${viewer.port}`);
     expect(url.pathname).toBe('/');
-    expect(Buffer.from(url.searchParams.get('t') ?? '', 'base64url')).toHaveLength(32);
-  });
-
-  it('with the cookie, the page, its modules and the API answer', async () => {
-    for (const where of PATHS.slice(0, -1)) expect((await viewer.get(where)).status, where).toBe(200);
-    expect((await viewer.get('/nowhere')).status).toBe(404);
-    expect((await request(viewer.port, `/api/sessions?t=${viewer.server.auth.secret}`)).status).toBe(200);
+    expect(url.search).toBe('');
+    const secret = /^#t=(.*)$/.exec(url.hash)?.[1] ?? '';
+    expect(secret).toBe(viewer.server.auth.secret);
+    expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
   });
 
   it('each viewer has its own secret', async () => {
     const other = await startViewer(await tempDir('bsh-ui-home2-'));
     try {
       expect(other.server.auth.secret).not.toBe(viewer.server.auth.secret);
-      expect((await request(other.port, '/api/sessions', { headers: { cookie: `${other.server.auth.cookieName}=${viewer.server.auth.secret}` } })).status).toBe(403);
+      expect((await request(other.port, '/api/sessions', { headers: { authorization: viewer.bearer } })).status).toBe(403);
     } finally {
       await other.server.close();
     }
@@ -109,7 +124,7 @@ describe('the Host header', () => {
     const eleven = await viewer.get('/api/sessions', { host: null });
     expect(eleven.status).toBe(400);
     expect(eleven.body).not.toContain('sess-auth');
-    const ten = await rawRequest(viewer.port, `GET /api/sessions HTTP/1.0\r\ncookie: ${viewer.cookie}\r\n\r\n`);
+    const ten = await rawRequest(viewer.port, `GET /api/sessions HTTP/1.0\r\nauthorization: ${viewer.bearer}\r\n\r\n`);
     expect(ten.split('\r\n')[0]).toBe('HTTP/1.1 403 Forbidden');
     expect(ten).not.toContain('sess-auth');
   });
@@ -120,7 +135,7 @@ describe('writes', () => {
 
   /** The headers the page sends with a write, changed one way per case. */
   const write = (change: (headers: Record<string, string>) => void) => {
-    const headers: Record<string, string> = { cookie: viewer.cookie, origin: viewer.server.auth.origin, 'content-type': 'application/json' };
+    const headers: Record<string, string> = { authorization: viewer.bearer, origin: viewer.server.auth.origin, 'content-type': 'application/json' };
     change(headers);
     return request(viewer.port, '/api/restore', { method: 'POST', body: JSON.stringify(body), headers });
   };

@@ -8,6 +8,8 @@
  */
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -72,7 +74,8 @@ describe('the backup viewer in Chromium', () => {
     const errors: string[] = [];
     page.on('pageerror', (error) => errors.push(error.message));
     await page.goto(viewer.url.href);
-    // The secret moved from the address into a cookie.
+    // The secret left the address bar.
+    expect(new URL(page.url()).hash).toBe('');
     expect(new URL(page.url()).search).toBe('');
     await expect.poll(() => page.getByRole('heading', { name: /Session agent-session-42/ }).count()).toBe(1);
     for (const [index, turn] of demo.turns.entries()) {
@@ -81,6 +84,36 @@ describe('the backup viewer in Chromium', () => {
       expect(await link.textContent()).toContain(turn.message ?? '');
     }
     expect(errors).toEqual([]);
+  });
+
+  it('keeps the secret in this tab for this port: no cookie, and nothing of it reaches a page on another port of 127.0.0.1', async () => {
+    const secret = /^#t=(.+)$/.exec(viewer.url.hash)?.[1] ?? '';
+    expect(secret).not.toBe('');
+    expect(await context.cookies()).toEqual([]);
+    // Another local user's server on another port: what the browser sends it, and what its page can read.
+    const seen: string[] = [];
+    const other = http.createServer((req, res) => {
+      seen.push(JSON.stringify(req.headers));
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end('<p>another port</p>');
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const stranger = await context.newPage();
+    try {
+      await stranger.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+      const readable = await stranger.evaluate('JSON.stringify([Object.entries(sessionStorage), Object.entries(localStorage), document.cookie])');
+      expect(readable).toBe('[[],[],""]');
+    } finally {
+      await stranger.close();
+      const closed = new Promise((resolve) => other.close(resolve));
+      other.closeAllConnections();
+      await closed;
+    }
+    expect(seen.length).toBeGreaterThan(0);
+    for (const headers of seen) expect(headers).not.toContain(secret);
+    // A reload still works: the secret is in this tab's sessionStorage.
+    await page.reload();
+    await expect.poll(() => page.getByRole('heading', { name: /Session agent-session-42/ }).count()).toBe(1);
   });
 
   it('shows a turn: coloured diffs, a binary file, a symlink; restores one file to its backed-up bytes', async () => {

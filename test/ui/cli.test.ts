@@ -20,7 +20,7 @@ function freePort(): Promise<number> {
 }
 
 describe('backups ui', () => {
-  it.each<NodeJS.Signals>(['SIGTERM', 'SIGINT'])('prints http://127.0.0.1:PORT/?t=SECRET, serves with it, and stops on %s', async (signal) => {
+  it.each<NodeJS.Signals>(['SIGTERM', 'SIGINT'])('prints http://127.0.0.1:PORT/#t=SECRET, serves with it, and stops on %s', async (signal) => {
     const home = await tempDir('bsh-ui-cli-');
     const running = await startCli(home);
     const { url } = running;
@@ -28,19 +28,18 @@ describe('backups ui', () => {
     expect(url.hostname).toBe('127.0.0.1');
     expect(Number(url.port)).toBeGreaterThan(0);
     expect(url.pathname).toBe('/');
-    expect(url.searchParams.get('t')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(url.search).toBe('');
+    const secret = /^#t=([A-Za-z0-9_-]{43})$/.exec(url.hash)?.[1] ?? '';
+    expect(secret).not.toBe('');
     const port = Number(url.port);
     expect((await request(port, '/api/sessions')).status).toBe(403);
-    const sessions = await request(port, `/api/sessions?t=${url.searchParams.get('t') ?? ''}`);
+    const sessions = await request(port, '/api/sessions', { headers: { authorization: `Bearer ${secret}` } });
     expect(sessions.status).toBe(200);
     expect(JSON.parse(sessions.body)).toEqual({ home, sessions: [] });
-    const first = await request(port, `${url.pathname}${url.search}`);
-    expect(first.status).toBe(303);
-    const cookie = (first.headers['set-cookie']?.[0] ?? '').split(';')[0] ?? '';
-    const page = await request(port, '/', { headers: { cookie } });
+    const page = await request(port, '/');
     expect(page.status).toBe(200);
     expect(page.body).toContain('<div id="app">');
-    const app = await request(port, '/assets/app.js', { headers: { cookie } });
+    const app = await request(port, '/assets/app.js');
     expect(app.status).toBe(200);
     const stopped = await running.stop(signal);
     expect(stopped.status).toBe(0);

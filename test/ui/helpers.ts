@@ -45,11 +45,12 @@ export function request(port: number, path: string, options: RequestOptions = {}
   });
 }
 
-/** A viewer over `home`, and requests that carry its secret the way the page does (the cookie). */
+/** A viewer over `home`, and requests that carry its secret the way the page does (a bearer token). */
 export interface Viewer {
   server: UiServer;
   port: number;
-  cookie: string;
+  /** The Authorization header's value. */
+  bearer: string;
   get(path: string, options?: RequestOptions): Promise<Reply>;
   /** A JSON POST from the page's own origin. */
   post(path: string, body: unknown, options?: RequestOptions): Promise<Reply>;
@@ -59,18 +60,18 @@ export interface Viewer {
 export async function startViewer(home: string): Promise<Viewer> {
   const server = await startUiServer({ home: new BackupHome({ home }) });
   const { port, auth } = server;
-  const cookie = `${auth.cookieName}=${auth.secret}`;
+  const bearer = `Bearer ${auth.secret}`;
   return {
     server,
     port,
-    cookie,
-    get: (path, options = {}) => request(port, path, { ...options, headers: { cookie, ...options.headers } }),
+    bearer,
+    get: (path, options = {}) => request(port, path, { ...options, headers: { authorization: bearer, ...options.headers } }),
     post: (path, body, options = {}) =>
       request(port, path, {
         method: 'POST',
         body: JSON.stringify(body),
         ...options,
-        headers: { cookie, origin: auth.origin, 'content-type': 'application/json', ...options.headers },
+        headers: { authorization: bearer, origin: auth.origin, 'content-type': 'application/json', ...options.headers },
       }),
     json: <T>(reply: Reply): T => {
       if (reply.status !== 200) throw new Error(`HTTP ${reply.status}: ${reply.body}`);

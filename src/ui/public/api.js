@@ -1,5 +1,7 @@
-// The viewer's JSON API (src/ui/api.ts). The secret travels in the cookie the first
-// address set; writes are JSON POSTs from this origin.
+// The viewer's JSON API (src/ui/api.ts). The printed address carries the secret in its
+// fragment (`#t=SECRET`); it moves into this tab's sessionStorage, which belongs to this
+// port alone (a cookie would reach every port of 127.0.0.1), and leaves the address bar.
+// Every call sends it as a bearer token; writes are JSON POSTs from this origin.
 
 /** @typedef {import('./api-types').SessionsAnswer} SessionsAnswer */
 /** @typedef {import('./api-types').TurnView} TurnView */
@@ -8,9 +10,19 @@
 /** @typedef {import('./api-types').RewindReport} RewindReport */
 /** @typedef {import('./api-types').RewindPlanAnswer} RewindPlanAnswer */
 
+const SECRET_KEY = 'brokered-shell-viewer-secret';
 const FORBIDDEN =
-  'This page has lost its secret (the viewer was restarted, or the cookie was cleared). ' +
+  'This page does not hold the viewer\'s secret (the viewer was restarted, or this tab was not opened from its address). ' +
   'Open the address that `brokered-shell backups ui` printed.';
+
+/** Take the secret out of the address, if it is there, before anything reads the fragment. */
+function takeSecretFromAddress() {
+  const match = /^#t=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!match?.[1]) return;
+  sessionStorage.setItem(SECRET_KEY, match[1]);
+  history.replaceState(null, '', `${location.pathname}${location.search}`);
+}
+takeSecretFromAddress();
 
 /** @param {unknown} value @param {string} fallback */
 function errorText(value, fallback) {
@@ -26,11 +38,15 @@ function errorText(value, fallback) {
  * @returns {Promise<T>}
  */
 async function call(method, path, body) {
+  const secret = sessionStorage.getItem(SECRET_KEY);
+  if (secret === null) throw new Error(FORBIDDEN);
+  /** @type {Record<string, string>} */
+  const headers = { authorization: `Bearer ${secret}` };
   /** @type {RequestInit} */
-  const init = { credentials: 'same-origin' };
+  const init = { credentials: 'omit', headers };
   if (method === 'POST') {
     init.method = 'POST';
-    init.headers = { 'content-type': 'application/json' };
+    headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
