@@ -8,7 +8,8 @@
  * Paths are sent lexically (a rename or unlink acts on the name, not on what a link
  * points to). What the kernel would refuse at once (EEXIST for an existing target of
  * mkdir/link/symlink or RENAME_NOREPLACE, EISDIR for unlink of a directory, ENOTDIR
- * for rmdir of a file) fails here without a round trip.
+ * for rmdir of a file, ENOTEMPTY for rmdir of a directory with names in it) fails here
+ * without a round trip.
  */
 #include "preload.h"
 
@@ -88,6 +89,8 @@ static int unlink_common(int dirfd, const char *path, int flags) {
   struct stat st;
   if (bp_stat(abs, true, &st) != 0) return -1;
   if (dir && !S_ISDIR(st.st_mode)) return failed(ENOTDIR);
+  /* Nothing would be removed: no question (git's cleanups end with rmdir(".git"), which needs approval). */
+  if (dir && !ends_with_slash(path) && bp_dir_has_entries(abs)) return failed(ENOTEMPTY);
   if (!dir && S_ISDIR(st.st_mode)) return failed(EISDIR);
   if (!dir && ends_with_slash(path)) return failed(ENOTDIR);
   struct bp_host_op op = {.operation = "delete", .path = abs};

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -173,6 +174,32 @@ int bp_canonical(const char *abs, bool nofollow, char out[BP_PATH_MAX]) {
 
 int bp_stat(const char *abs, bool nofollow, struct stat *st) {
   return fstatat(AT_FDCWD, abs, st, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
+}
+
+/* One record of getdents64, as the kernel lays it out. */
+struct bp_dirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+bool bp_dir_has_entries(const char *abs) {
+  int fd = raw_open(abs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  if (fd < 0) return false;
+  char buf[1024] __attribute__((aligned(8)));
+  bool found = false;
+  long n;
+  while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+    for (long at = 0; at < n && !found;) {
+      const struct bp_dirent64 *e = (const struct bp_dirent64 *)(buf + at);
+      found = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+      at += e->d_reclen;
+    }
+  }
+  close(fd);
+  return found;
 }
 
 int bp_deny_errno(const char *abs) {

@@ -165,6 +165,8 @@ BP_HIDDEN int bp_canonical(const char *abs, bool nofollow, char out[BP_PATH_MAX]
 BP_HIDDEN int bp_fd_path(int fd, char out[BP_PATH_MAX]);
 /* stat/lstat without going through any hook. */
 BP_HIDDEN int bp_stat(const char *abs, bool nofollow, struct stat *st);
+/* A directory (not a link to one) holding a name other than "." and "..", as this process may read it. */
+BP_HIDDEN bool bp_dir_has_entries(const char *abs);
 /* The errno the kernel would give for creating `abs` when its parent is missing, else EACCES. */
 BP_HIDDEN int bp_deny_errno(const char *abs);
 /* This process's umask, read without changing it. */

@@ -6,7 +6,9 @@
  */
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +176,39 @@ static enum bsh_action create_unless_there(struct bsh_call *c) {
   return errno == ENOENT && parent_missing(c->path) ? refuse(c, ENOENT) : ask(c);
 }
 
+/*
+ * True when `path` is a directory (not a link to one) holding any name but "." and "..".
+ * Read as the supervisor, like create_unless_there's lstat: what the supervisor cannot
+ * read is asked about as before.
+ */
+static bool directory_has_entries(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  DIR *dir = fdopendir(fd);
+  if (!dir) {
+    close(fd);
+    return false;
+  }
+  bool found = false;
+  const struct dirent *e;
+  while (!found && (e = readdir(dir)) != NULL) found = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(dir);
+  return found;
+}
+
+/*
+ * rmdir of a directory that holds names: ENOTEMPTY, without a question. `git stash` and
+ * git's other cleanups remove emptied directories upwards until one is not empty, ending
+ * with rmdir(".git"): asked, that needed a person's approval (the policy protects .git)
+ * for a call that removes nothing. The kernel says ENOTEMPTY after its permission and
+ * Landlock checks, so a caller they would refuse reads ENOTEMPTY instead of EACCES:
+ * either way the call fails and nothing changes. A trailing slash (which follows a link)
+ * is asked about as before.
+ */
+static enum bsh_action rmdir_unless_full(struct bsh_call *c) {
+  return !c->path_slash && directory_has_entries(c->path) ? refuse(c, ENOTEMPTY) : ask(c);
+}
+
 /* openat2's restricting resolve flags, checked on what the target named, from its dirfd. */
 static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int flags, uint64_t resolve) {
   int base = AT_FDCWD;
@@ -313,7 +348,8 @@ enum bsh_action bsh_dec_unlink(const struct bsh_config *cfg, struct bsh_call *c,
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, c->op == BSH_OP_UNLINK ? EISDIR : dot == 1 ? EINVAL : ENOTEMPTY);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : ask(c);
+  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  return c->op == BSH_OP_RMDIR ? rmdir_unless_full(c) : ask(c);
 }
 
 enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,

@@ -342,6 +342,31 @@ describe('modifications of existing workspace files', () => {
     expect(broker.requests.map((r) => [r.op, path.relative(ws, r.path)])).toEqual([['mkdir', 'a/b/c/d']]);
   });
 
+  it('rmdir of a directory with names in it gets ENOTEMPTY from the supervisor, without a question', async () => {
+    for (const dir of ['full', 'hidden', 'empty', 'slashed']) fs.mkdirSync(file(dir));
+    write('full/x', 'x');
+    write('hidden/.keep', '');
+    write('slashed/x', 'x');
+    const result = await python([
+      'import os',
+      "for name in ('full', 'hidden', 'empty', 'slashed/'):",
+      '    try:',
+      '        os.rmdir(name)',
+      "        print(name, 'removed')",
+      '    except OSError as e:',
+      '        print(name, e.errno)',
+    ]);
+    expectOk(result);
+    expect(result.stdout).toBe('full 39\nhidden 39\nempty removed\nslashed/ 39\n');
+    expect(read('full/x')).toBe('x');
+    expect(fs.existsSync(file('hidden/.keep'))).toBe(true);
+    // The empty one was asked for; a trailing slash (which would follow a link) is asked as before.
+    expect(askedFor()).toEqual([
+      ['rmdir', 'empty'],
+      ['rmdir', 'slashed'],
+    ]);
+  });
+
   it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
     write('a', 'a\n');
     const script = [
