@@ -111,6 +111,15 @@ describe('the backup viewer in Chromium', () => {
     }
     expect(seen.length).toBeGreaterThan(0);
     for (const headers of seen) expect(headers).not.toContain(secret);
+    // A new tab opened on the bare address has no secret: it says where to get one, and lists nothing.
+    const bare = await context.newPage();
+    try {
+      await bare.goto(`${viewer.url.origin}/`);
+      await expect.poll(() => bare.getByRole('alert').textContent()).toContain('Open the address that `brokered-shell backups ui` printed');
+      expect(await bare.getByRole('heading', { name: /Session agent-session-42/ }).count()).toBe(0);
+    } finally {
+      await bare.close();
+    }
     // A reload still works: the secret is in this tab's sessionStorage.
     await page.reload();
     await expect.poll(() => page.getByRole('heading', { name: /Session agent-session-42/ }).count()).toBe(1);
