@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { promises as fs, readdirSync, statSync, type BigIntStats } from 'node:fs';
+import { closeSync, constants, openSync, promises as fs, readdirSync, statSync, type BigIntStats } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -457,6 +457,33 @@ describe('copy', () => {
     const destination = await makeDestination();
     expectErrno(await run('copy', { from: w('a.txt'), to: destination }), 'EINVAL');
     expect(await fs.readFile(w('a.txt'), 'utf8')).toBe('do not truncate');
+  });
+
+  it('a tree copy refuses to write over a file that has another name, and leaves that file as it was', async () => {
+    await fs.writeFile(w('kept.txt'), 'the other name\n');
+    await fs.mkdir(w('dst'));
+    await fs.link(w('kept.txt'), w('dst', 'f'));
+    await fs.mkdir(w('src'));
+    await fs.writeFile(w('src', 'f'), 'EVIL\n');
+    expectErrno(await run('copy', { from: w('src'), to: w('dst') }, { recursive: true }), 'EPERM');
+    expect(await fs.readFile(w('kept.txt'), 'utf8')).toBe('the other name\n');
+  });
+
+  it.each([
+    ['with no reader', false],
+    ['with a reader', true],
+  ])('a tree copy refuses to write over a FIFO %s (EINVAL) instead of waiting on it', async (_label, reader) => {
+    await fs.mkdir(w('dst'));
+    execFileSync('mkfifo', [w('dst', 'p')]);
+    await fs.mkdir(w('src'));
+    await fs.writeFile(w('src', 'p'), 'hi\n');
+    const held = reader ? openSync(w('dst', 'p'), constants.O_RDONLY | constants.O_NONBLOCK) : undefined;
+    try {
+      expectErrno(await run('copy', { from: w('src'), to: w('dst') }, { recursive: true }), 'EINVAL');
+      expect((await fs.lstat(w('dst', 'p'))).isFIFO()).toBe(true);
+    } finally {
+      if (held !== undefined) closeSync(held);
+    }
   });
 
   it('refuses to copy a directory into itself', async () => {

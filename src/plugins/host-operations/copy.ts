@@ -84,11 +84,23 @@ function openDestination(fsAt: FsAt, to: string, source: Stats): { fd: number; c
   } catch (error) {
     if (errnoOf(error) !== 'EEXIST') throw error;
   }
-  const fd = fsAt.open(to, constants.O_WRONLY);
+  const notRegular = () => fsError('EINVAL', `${to} is not a regular file; a copy only writes over regular files`);
+  let fd: number;
+  try {
+    // Non-blocking: a FIFO would otherwise hold the broker's only thread until a reader came.
+    fd = fsAt.open(to, constants.O_WRONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    // ENXIO: a FIFO with no reader, or a socket.
+    throw errnoOf(error) === 'ENXIO' ? notRegular() : error;
+  }
   try {
     const existing = fstatSync(fd);
+    if (!existing.isFile()) throw notRegular();
     // Truncating the source itself (same path or a hard link) would lose it.
     if (existing.dev === source.dev && existing.ino === source.ino) throw fsError('EINVAL', `${to} is the file being copied`);
+    // Written in place, a file's other names change too, and only this one was judged and backed up
+    // (a tree copy reaches files the policy never looked at one by one).
+    if (existing.nlink > 1) throw fsError('EPERM', `${to} has ${existing.nlink} hard links; writing it in place would change the other names too`);
     ftruncateSync(fd, 0);
     return { fd, created: false };
   } catch (error) {
