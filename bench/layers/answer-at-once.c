@@ -15,6 +15,7 @@
 #define OP_RENAME 5
 #define OP_LINK 6
 #define OP_REFUSED 16
+#define OP_PERFORMED 17
 
 static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -74,9 +75,12 @@ int main(int argc, char **argv) {
     have += (size_t)got;
     size_t off = 0;
     while (have - off >= 4 && have - off >= 4 + (size_t)u32(in + off)) {
-      size_t n = answer(in + off + 4, out);
-      if (write(sv[0], out, n) != (ssize_t)n) return 2;
-      requests++;
+      /* A performed notice is never answered: nothing here waits on it. */
+      if (u16(in + off + 8) != OP_PERFORMED) {
+        size_t n = answer(in + off + 4, out);
+        if (write(sv[0], out, n) != (ssize_t)n) return 2;
+        requests++;
+      }
       off += 4 + u32(in + off);
     }
     memmove(in, in + off, have - off);

@@ -46,21 +46,27 @@ static size_t put_str(uint8_t *p, const char *s) {
   return 2 + n;
 }
 
+/* Room for a `total`-byte frame at the end of the output, its header zeroed and its length, id and op set; NULL without memory. */
+static uint8_t *new_frame(struct bsh_channel *ch, size_t total, uint32_t id, uint16_t op) {
+  if (ch->out_off > 0 && ch->out_off == ch->out_len) ch->out_off = ch->out_len = 0;
+  if (reserve(&ch->out, &ch->out_cap, ch->out_len + total) != 0) return NULL;
+  uint8_t *p = ch->out + ch->out_len;
+  memset(p, 0, REQ_HEADER);
+  put_u32(p, (uint32_t)(total - 4));
+  put_u32(p + 4, id);
+  put_u16(p + 8, op);
+  ch->out_len += total;
+  return p;
+}
+
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c) {
   /* A refusal report: errno in `flags`, the syscall number in `mode`, its text in the third string. */
   bool refused = c->op == BSH_OP_REFUSED;
   const char *third = refused ? c->refusal : c->link_target;
   size_t lp = strlen(c->path), lt = strlen(c->to), ll = strlen(third);
   if (lp >= BSH_PATH_MAX || lt >= BSH_PATH_MAX || ll >= BSH_PATH_MAX) return -ENAMETOOLONG;
-  size_t total = REQ_HEADER + 6 + lp + lt + ll;
-  if (ch->out_off > 0 && ch->out_off == ch->out_len) ch->out_off = ch->out_len = 0;
-  int rc = reserve(&ch->out, &ch->out_cap, ch->out_len + total);
-  if (rc != 0) return rc;
-  uint8_t *p = ch->out + ch->out_len;
-  memset(p, 0, REQ_HEADER);
-  put_u32(p, (uint32_t)(total - 4));
-  put_u32(p + 4, c->broker_id);
-  put_u16(p + 8, (uint16_t)c->op);
+  uint8_t *p = new_frame(ch, REQ_HEADER + 6 + lp + lt + ll, c->broker_id, (uint16_t)c->op);
+  if (!p) return -ENOMEM;
   put_u32(p + 12, (uint32_t)c->tid);
   put_u32(p + 16, (uint32_t)c->tgid);
   put_u32(p + 20, refused ? (uint32_t)c->err : c->flags);
@@ -70,7 +76,14 @@ int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c) {
   o += put_str(p + o, c->path);
   o += put_str(p + o, c->to);
   put_str(p + o, third);
-  ch->out_len += total;
+  return 0;
+}
+
+/* The notice that allowed request `id` is over (performed or dropped): the header and three empty strings. */
+int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id) {
+  uint8_t *p = new_frame(ch, REQ_HEADER + 6, id, (uint16_t)BSH_OP_PERFORMED);
+  if (!p) return -ENOMEM;
+  memset(p + REQ_HEADER, 0, 6);
   return 0;
 }
 

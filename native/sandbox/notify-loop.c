@@ -209,13 +209,8 @@ static bool enters_scratch(struct loop *L, const struct bsh_call *c, const struc
   return bsh_enters_scratch(L->cfg, c, now, a->to, anonymous);
 }
 
-/* The broker's answer. -EPROTO when it answers an id we never asked (fail closed). */
-static int answer_one(struct loop *L, const struct bsh_answer *a) {
-  size_t i = 0;
-  while (i < L->n_pending && L->pending[i]->broker_id != a->id) i++;
-  if (i == L->n_pending) return -EPROTO;
-  struct bsh_call *c = L->pending[i];
-  L->pending[i] = L->pending[--L->n_pending];
+/* Acts on the broker's answer to `c` (pending no more), and frees `c`. 0, or -errno to fail closed. */
+static int act_on_answer(struct loop *L, struct bsh_call *c, const struct bsh_answer *a) {
   if (!id_valid(L->listener, c->notif_id)) {
     call_free(c);
     return 0;
@@ -247,6 +242,24 @@ static int answer_one(struct loop *L, const struct bsh_answer *a) {
   }
   call_free(c);
   return 0;
+}
+
+/*
+ * The broker's answer. -EPROTO when it answers an id we never asked (fail closed). After
+ * an allow, the broker holds back every other change (its socket clients' too) until it
+ * hears that this one is over, whether it was performed or not: a name it just checked
+ * cannot change under the operation in between.
+ */
+static int answer_one(struct loop *L, const struct bsh_answer *a) {
+  size_t i = 0;
+  while (i < L->n_pending && L->pending[i]->broker_id != a->id) i++;
+  if (i == L->n_pending) return -EPROTO;
+  struct bsh_call *c = L->pending[i];
+  L->pending[i] = L->pending[--L->n_pending];
+  bool allowed = c->op != BSH_OP_REFUSED && a->err == 0;
+  int rc = act_on_answer(L, c, a);
+  if (rc == 0 && allowed) rc = bsh_channel_queue_performed(&L->ch, a->id);
+  return rc;
 }
 
 /* Sends the oldest waiting question whose caller still waits; the others are answered as they fail. */

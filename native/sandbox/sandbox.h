@@ -60,6 +60,8 @@ enum bsh_op {
   BSH_OP_FILE_SETATTR = 15,
   /* Not an operation: the report of a syscall the supervisor refused without asking (PROTOCOL.md). */
   BSH_OP_REFUSED = 16,
+  /* Not an operation: an allowed request's operation is over (PROTOCOL.md); never answered. */
+  BSH_OP_PERFORMED = 17,
 };
 
 struct bsh_config {
@@ -272,6 +274,7 @@ struct bsh_answer {
   size_t path_len, to_len;
 };
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c);
+int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id);
 int bsh_channel_flush(struct bsh_channel *ch);
 int bsh_channel_fill(struct bsh_channel *ch);
 int bsh_channel_next(struct bsh_channel *ch, struct bsh_answer *a);

@@ -157,8 +157,13 @@ export class Broker {
     }
   }
 
-  /** Run one request through the pipeline. Never throws: failures are deny outcomes. */
-  async handle(input: BrokerRequestInput): Promise<Outcome> {
+  /**
+   * Run one request through the pipeline. Never throws: failures are deny outcomes.
+   * Requests that modify run one at a time. `holdUntil` is for a caller that makes the
+   * change itself after the answer (the sandbox's supervisor): no other modifying
+   * request starts before it settles, so the names this one checked stay as checked.
+   */
+  async handle(input: BrokerRequestInput, options: { holdUntil?: Promise<void> } = {}): Promise<Outcome> {
     const started = process.hrtime.bigint();
     const requestId = `r${++this.#sequence}`;
     const parsed = brokerRequestSchema.safeParse(input);
@@ -172,16 +177,17 @@ export class Broker {
     const valid = parsed.data;
     const modifies = valid.targets.some((target) => target.access !== 'read');
     const run = () => this.#run(valid, context, started);
-    return modifies ? this.#exclusively(run) : run();
+    return modifies ? this.#exclusively(run, options.holdUntil) : run();
   }
 
   async close(): Promise<void> {
     await this.hooks.close.promise();
   }
 
-  #exclusively<T>(task: () => Promise<T>): Promise<T> {
+  #exclusively<T>(task: () => Promise<T>, holdUntil?: Promise<void>): Promise<T> {
     const result = this.#exclusive.then(task, task);
-    this.#exclusive = result.catch(() => undefined);
+    const done = result.catch(() => undefined);
+    this.#exclusive = holdUntil ? done.then(() => holdUntil).catch(() => undefined) : done;
     return result;
   }
 

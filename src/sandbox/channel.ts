@@ -11,7 +11,13 @@ import {
 
 const EACCES = 13;
 
-export type KernelRequestHandler = (request: KernelRequest) => Promise<KernelAnswer>;
+/**
+ * Decides one request. `over` settles once the supervisor is done with the request:
+ * after an allow, when it reports the operation performed (or dropped); after a denial,
+ * as soon as the answer is sent; in any case when the channel ends. A handler that must
+ * keep other changes out until then (the broker) waits on it.
+ */
+export type KernelRequestHandler = (request: KernelRequest, over: Promise<void>) => Promise<KernelAnswer>;
 /** Told about each syscall the supervisor refused itself (to audit it); the refusal stands whatever it does. */
 export type KernelRefusalHandler = (refusal: KernelRefusal) => Promise<void> | void;
 
@@ -40,14 +46,32 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
   const reader = requestReader();
   let closed = false;
   const report = (reason: string) => options.onProtocolError?.(reason);
+  /** Allowed requests whose operation the supervisor has not reported over yet, by id. */
+  const awaitingOver = new Map<number, () => void>();
+  const endAll = () => {
+    for (const end of awaitingOver.values()) end();
+    awaitingOver.clear();
+  };
 
   const close = () => {
     closed = true;
     socket.destroy();
+    endAll();
   };
   const send = (id: number, answer: KernelAnswer) => {
     if (closed || socket.destroyed) return;
     socket.write(encodeAnswer(id, answer));
+  };
+  const performed = (id: number) => {
+    const end = awaitingOver.get(id);
+    if (!end) {
+      // Not an id that waits: the two sides disagree about what happened, so stop (fail closed).
+      report(`performed notice for request ${id}, which was not allowed or is over`);
+      close();
+      return;
+    }
+    awaitingOver.delete(id);
+    end();
   };
   const handle = async (body: Buffer) => {
     const decoded = decodeRequest(body);
@@ -55,6 +79,10 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
       report(decoded.reason);
       if (decoded.id === undefined) close();
       else send(decoded.id, { errno: EACCES });
+      return;
+    }
+    if (decoded.performed !== undefined) {
+      performed(decoded.performed);
       return;
     }
     if (decoded.refusal) {
@@ -69,14 +97,19 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
       return;
     }
     const { request } = decoded;
+    let end: () => void = () => undefined;
+    const over = new Promise<void>((resolve) => (end = resolve));
     let answer: KernelAnswer;
     try {
-      answer = normalizeAnswer(request.op, await options.onRequest(request));
+      answer = normalizeAnswer(request.op, await options.onRequest(request, over));
     } catch (error) {
       report(`onRequest failed for ${request.op} ${request.path}: ${String(error)}`);
       answer = { errno: EACCES };
     }
+    // An allow is over when the supervisor says so; a denial, once it is sent.
+    if (answer.errno === 0 && !closed && !socket.destroyed) awaitingOver.set(request.id, end);
     send(request.id, answer);
+    if (answer.errno !== 0 || closed || socket.destroyed) end();
   };
 
   socket.on('data', (chunk: Buffer) => {
@@ -91,9 +124,11 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
   // The supervisor notices a broken channel on its own; nothing to do here but stop writing.
   socket.on('error', () => {
     closed = true;
+    endAll();
   });
   socket.on('close', () => {
     closed = true;
+    endAll();
   });
 
   return {

@@ -125,9 +125,14 @@ export function outcomeToKernelAnswer(request: KernelRequest, outcome: Outcome):
   return { errno: 0, path };
 }
 
-/** A request handler for `spawnSandboxed` that runs every syscall through the broker. */
-export function kernelBridge(broker: Broker, meta: KernelBridgeOptions = {}): (request: KernelRequest) => Promise<KernelAnswer> {
-  return async (request) => outcomeToKernelAnswer(request, await broker.handle(kernelToBrokerRequest(broker, request, meta)));
+/**
+ * A request handler for `spawnSandboxed` that runs every syscall through the broker, and
+ * keeps the broker's other changes (its socket clients' too) waiting until the
+ * supervisor has carried out what it allowed.
+ */
+export function kernelBridge(broker: Broker, meta: KernelBridgeOptions = {}): (request: KernelRequest, over?: Promise<void>) => Promise<KernelAnswer> {
+  return async (request, over) =>
+    outcomeToKernelAnswer(request, await broker.handle(kernelToBrokerRequest(broker, request, meta), over ? { holdUntil: over } : {}));
 }
 
 /**

@@ -37,6 +37,14 @@ const opNames = new Map<number, KernelOp>(
  */
 export const REFUSED_OP = 16;
 
+/**
+ * Not an operation either: the supervisor is done with a request the broker allowed
+ * (performed it, or dropped it because its caller was gone). Never answered. Until it
+ * arrives the broker runs no other change, so nothing renames or links onto a name
+ * between the broker's check and the supervisor's operation.
+ */
+export const PERFORMED_OP = 17;
+
 /** Ops whose request and answer carry a second path (`to`). */
 export const TWO_PATH_OPS: ReadonlySet<KernelOp> = new Set<KernelOp>(['rename', 'link']);
 
@@ -155,8 +163,10 @@ function readStrings(body: Buffer, offset: number, count: number): string[] | un
 }
 
 export type DecodedRequest =
-  | { ok: true; request: KernelRequest; refusal?: undefined }
-  | { ok: true; refusal: KernelRefusal; request?: undefined }
+  | { ok: true; request: KernelRequest; refusal?: undefined; performed?: undefined }
+  | { ok: true; refusal: KernelRefusal; request?: undefined; performed?: undefined }
+  /** The id of an allowed request whose operation is over. */
+  | { ok: true; performed: number; request?: undefined; refusal?: undefined }
   /** `id` is set when the frame was well delimited: answer it with a denial. */
   | { ok: false; id?: number; reason: string };
 
@@ -184,11 +194,19 @@ function decodeRefusal(body: Buffer, id: number): DecodedRequest {
   return { ok: true, refusal };
 }
 
+/** Everything but the id and op is zero, and the three strings are empty; no id on failure (nothing answers it). */
+function decodePerformed(body: Buffer, id: number): DecodedRequest {
+  // From the reserved field on, every byte is zero: the fields and the three strings' lengths.
+  if (body.length !== MIN_REQUEST_BODY || body.subarray(6).some((byte) => byte !== 0)) return { ok: false, reason: 'malformed performed notice' };
+  return { ok: true, performed: id };
+}
+
 /** Decodes one request body (the bytes after the length field). */
 export function decodeRequest(body: Buffer): DecodedRequest {
   if (body.length < MIN_REQUEST_BODY) return { ok: false, reason: 'request too short' };
   const id = body.readUInt32LE(0);
   if (body.readUInt16LE(4) === REFUSED_OP) return decodeRefusal(body, id);
+  if (body.readUInt16LE(4) === PERFORMED_OP) return decodePerformed(body, id);
   const op = opNames.get(body.readUInt16LE(4));
   if (op === undefined) return { ok: false, id, reason: `unknown op ${body.readUInt16LE(4)}` };
   const follow = body.readUInt8(24);
@@ -241,6 +259,14 @@ export function encodeRequest(request: KernelRequest): Buffer {
   fixed.writeUInt32LE(request.mode >>> 0, 20);
   fixed.writeUInt8(request.follow ? 1 : 0, 24);
   return frame(fixed, [request.path, request.to ?? '', request.linkTarget ?? '']);
+}
+
+/** A performed notice as the supervisor writes it (for tests and tools). */
+export function encodePerformed(id: number): Buffer {
+  const fixed = Buffer.alloc(REQUEST_FIXED);
+  fixed.writeUInt32LE(id, 0);
+  fixed.writeUInt16LE(PERFORMED_OP, 4);
+  return frame(fixed, ['', '', '']);
 }
 
 /** A refusal frame as the supervisor writes it (for tests and tools). */

@@ -134,6 +134,34 @@ describe('Broker pipeline', () => {
     expect(outcome.error?.code).toBe(ErrorCodes.UNSUPPORTED_OPERATION);
   });
 
+  it('holds every other modifying request, and a commit, until a held request\'s caller is done', async () => {
+    const order: string[] = [];
+    const broker = new Broker({ sessionId: 's1' }).use(identityResolver, policy('allow', 0, () => ({ verdict: 'sandbox' })), {
+      name: 'recorder',
+      apply(b) {
+        b.hooks.preModifyBackup.tap('recorder', (resolved) => {
+          const target = resolved.targets[0]?.resolved ?? '';
+          if (target !== '/project/read') order.push(`decide ${target}`);
+        });
+      },
+    });
+    let done: () => void = () => undefined;
+    const performed = new Promise<void>((resolve) => (done = resolve));
+    const held = await broker.handle(request({ targets: [{ role: 'path', path: '/project/held', access: 'write' }] }), { holdUntil: performed });
+    expect(held.ok).toBe(true);
+    const next = broker.handle(request({ targets: [{ role: 'path', path: '/project/next', access: 'write' }] })).then(() => order.push('next answered'));
+    const commit = broker.commitTurn('t').then(() => order.push('committed'));
+    const read = broker.handle(request({ targets: [{ role: 'path', path: '/project/read', access: 'read' }] })).then(() => order.push('read answered'));
+    await read;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Reads go on; nothing that modifies has started while the held request's change is being made.
+    expect(order).toEqual(['decide /project/held', 'read answered']);
+    order.push('performed');
+    done();
+    await Promise.all([next, commit]);
+    expect(order).toEqual(['decide /project/held', 'read answered', 'performed', 'decide /project/next', 'next answered', 'committed']);
+  });
+
   it('commits turns through lifecycle hooks and opens a fresh one afterwards', async () => {
     const seen: string[] = [];
     const broker = new Broker({ sessionId: 's1' }).use({

@@ -15,6 +15,7 @@ import {
   decodeAnswer,
   decodeRequest,
   encodeAnswer,
+  encodePerformed,
   encodeRequest,
   normalizeAnswer,
   requestReader,
@@ -250,6 +251,57 @@ describe('serveKernelChannel over a real socket', () => {
       { id: 3, answer: { errno: 13 } },
       { id: 4, answer: { errno: 0, path: '/ws/a' } },
     ]);
+  });
+
+  it("an allowed request is over when the supervisor's performed notice comes; a denied one once it is sent; no notice is answered", async () => {
+    const over = new Map<number, string>();
+    await connect(async (request, done) => {
+      void done.then(() => over.set(request.id, 'over'));
+      return request.id === 1 ? { errno: 0, path: request.path } : { errno: 13 };
+    });
+    const pending = answers(2);
+    client.write(encodeRequest({ ...sample, op: 'open', id: 1, to: undefined }));
+    client.write(encodeRequest({ ...sample, op: 'open', id: 2, to: undefined }));
+    const { got } = await pending;
+    expect(got.map((a) => a.id).sort()).toEqual([1, 2]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect([...over.keys()]).toEqual([2]);
+    const more = answers(1);
+    client.write(encodePerformed(1));
+    // The next request's answer comes back alone: the notice itself got none.
+    client.write(encodeRequest({ ...sample, op: 'mkdir', id: 3, to: undefined }));
+    expect((await more).got.map((a) => a.id)).toEqual([3]);
+    expect(over.get(1)).toBe('over');
+  });
+
+  it.each([
+    ['for an id never allowed', () => encodePerformed(99)],
+    ['with a non-zero field', () => {
+      const frame = Buffer.from(encodePerformed(1));
+      frame.writeUInt32LE(5, 4 + 8);
+      return frame;
+    }],
+  ])('a performed notice %s closes the channel (the supervisor then fails closed)', async (_label, notice) => {
+    await connect(async (request) => ({ errno: 0, path: request.path }));
+    const first = answers(1);
+    client.write(encodeRequest({ ...sample, op: 'open', id: 1, to: undefined }));
+    await first;
+    const after = answers(1);
+    client.write(notice());
+    expect(await after).toEqual({ got: [], closed: true });
+  });
+
+  it('a request still waiting for its notice is over when the channel ends', async () => {
+    let done: Promise<void> | undefined;
+    await connect(async (request, over) => {
+      done = over;
+      return { errno: 0, path: request.path };
+    });
+    const pending = answers(1);
+    client.write(encodeRequest({ ...sample, op: 'open', id: 1, to: undefined }));
+    await pending;
+    client.destroy();
+    await expect(done).resolves.toBeUndefined();
   });
 
   it('closes the channel on an untrustworthy length (the supervisor then fails closed)', async () => {

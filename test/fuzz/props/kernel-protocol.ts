@@ -8,6 +8,7 @@ import {
   decodeAnswer,
   decodeRequest,
   encodeAnswer,
+  encodePerformed,
   encodeRefusal,
   encodeRequest,
   normalizeAnswer,
@@ -86,6 +87,8 @@ export const properties = {
         const again = encodeRequest(decoded.request).subarray(4);
         if (!again.equals(body)) throw new Error(`not canonical: ${body.toString('hex')} → ${again.toString('hex')}`);
         if (!decoded.request.path.startsWith('/')) throw new Error('accepted a relative path');
+      } else if (decoded.performed !== undefined) {
+        if (!encodePerformed(decoded.performed).subarray(4).equals(body)) throw new Error(`performed notice not canonical: ${body.toString('hex')}`);
       } else {
         const r = decoded.refusal;
         const twice = decodeRequest(encodeRefusal(r).subarray(4));
