@@ -106,6 +106,30 @@ describe('run --policy', () => {
   });
 });
 
+describe('run --policy: a file rule holds against a directory moved into place', () => {
+  it('mv of a directory that would bring a file a rule denies writing is refused, and nothing lands there', async () => {
+    const rules = path.join(world.base, 'config-policy.json');
+    await fs.writeFile(rules, JSON.stringify({ rules: [{ pattern: 'config/prod.json', access: ['write'], decision: 'deny' }] }));
+    await writeOld(path.join(world.ws, 'config', 'prod.json'), '{"safe":true}\n', 0o640);
+    const script = [
+      ST,
+      'echo evil > config/prod.json; st direct',
+      // The rule says nothing about deleting: the directory may go, but not come back with another prod.json.
+      'mv config c2; st away',
+      'echo evil > c2/prod.json; st edit-elsewhere',
+      'mv c2 config; st back',
+    ].join('\n');
+    const result = await run(world, script, { session: 'config-move', policy: rules });
+    const statuses = caseStatuses(result.out);
+    expect(statuses.get('direct'), describeRun(result)).not.toBe(0);
+    expect(statuses.get('away')).toBe(0);
+    expect(statuses.get('edit-elsewhere')).toBe(0);
+    expect(statuses.get('back')).not.toBe(0);
+    expect(await nodeState(ws('config'))).toBeUndefined();
+    expect(result.stderr).toContain(`${ws('config')} would then hold ${ws('config/prod.json')}`);
+  });
+});
+
 describe('run: what it says about a refused path the command named', () => {
   it('keeps it on one line and sends no escape sequence raw', async () => {
     // Outside the workspace, so refused; printed raw, the name would forge a line of brokered-shell's own.

@@ -428,16 +428,28 @@ describe('whole-directory operations are judged by what is inside', () => {
     ['rm -r of a directory holding only a prompted file', hostOp('delete', [['path', 'ws/keys', 'delete']]), 'prompt'],
     ['rm -r of a directory holding nothing restricted', hostOp('delete', [['path', 'ws/plain', 'delete']]), 'sandbox'],
     ['a tree copy over a denied file', hostOp('copy', [['from', 'ws/plain', 'read'], ['to', 'ws/tree', 'write']]), 'deny'],
+    // A rule that denies writing config/prod.json also denies bringing one there in a moved directory.
+    ['a directory moved in where a file it holds may not be written', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/config', 'write']]), 'deny'],
+    ['the same, over an empty directory already there', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/empty', 'write']]), 'deny'],
+    ['a directory moved in where nothing it holds is restricted', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/elsewhere', 'write']]), 'sandbox'],
   ])('%s → %s', async (_label, request, verdict) => {
-    for (const dir of ['ws/tree/sub', 'ws/keys', 'ws/plain/sub']) await fs.mkdir(at(dir), { recursive: true });
+    for (const dir of ['ws/tree/sub', 'ws/keys', 'ws/plain/sub', 'ws/staged', 'ws/empty']) await fs.mkdir(at(dir), { recursive: true });
+    await fs.writeFile(at('ws/staged/prod.json'), '{}');
     await fs.writeFile(at('ws/tree/sub/secret.txt'), 's');
     await fs.writeFile(at('ws/keys/id.pem'), 'k');
     await fs.writeFile(at('ws/plain/sub/secret.txt'), 'p');
     await fs.writeFile(at('ws/plain/note.txt'), 'n');
-    const built = build({ rules: [{ pattern: `${ws}/tree/sub/secret.txt`, decision: 'deny' }, { pattern: '*.pem', access: ['delete'], decision: 'prompt' }] });
+    const built = build({
+      rules: [
+        { pattern: `${ws}/tree/sub/secret.txt`, decision: 'deny' },
+        { pattern: '*.pem', access: ['delete'], decision: 'prompt' },
+        { pattern: `${ws}/config/prod.json`, access: ['write'], decision: 'deny' },
+        { pattern: `${ws}/empty/prod.json`, access: ['write'], decision: 'deny' },
+      ],
+    });
     const outcome = await built.broker.handle(request);
     expect(outcome.decision.verdict).toBe(verdict);
-    if (verdict !== 'sandbox') expect(outcome.decision.reason).toMatch(/contains/);
+    if (verdict !== 'sandbox') expect(outcome.decision.reason).toMatch(/ (contains|would then hold) /);
   });
 });
 

@@ -11,8 +11,10 @@ import type { FileSafetyPolicy } from './policy.js';
  * A directory removed, moved or copied over as a whole takes everything inside with it
  * in one call, so a rule on a file inside (deny `secret.txt`, prompt `*.pem`) must be
  * asked about each entry too, or `rm -r dir` would remove what `rm dir/secret.txt` may
- * not. Returns the most restrictive verdict any entry gets (deny or prompt), else
- * undefined. An unreadable tree is refused: what cannot be inspected is not allowed.
+ * not, and `mv staged config` would put in place a `config/prod.json` that
+ * `echo > config/prod.json` may not write. Returns the most restrictive verdict any
+ * entry gets (deny or prompt), else undefined. An unreadable tree is refused: what
+ * cannot be inspected is not allowed.
  */
 export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequest, policy: FileSafetyPolicy): Promise<Decision | undefined> {
   const entries = await treeEntries(target, request);
@@ -29,7 +31,8 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
     for (const decision of [evaluateMandatory(inside, forms, policy.protections), evaluateRules(inside, policy, forms)]) {
       if (!decision || (decision.verdict !== 'deny' && decision.verdict !== 'prompt')) continue;
       if (!worst || VERDICT_SEVERITY[decision.verdict] > VERDICT_SEVERITY[worst.verdict]) {
-        worst = Object.assign({}, decision, { reason: `${target.resolved} contains ${entry}: ${decision.reason ?? decision.verdict}` });
+        const holds = entries.access === 'write' ? 'would then hold' : 'contains';
+        worst = Object.assign({}, decision, { reason: `${target.resolved} ${holds} ${entry}: ${decision.reason ?? decision.verdict}` });
       }
     }
     if (worst?.verdict === 'deny') break;
@@ -41,22 +44,21 @@ type Entries = string[] & { access: 'delete' | 'write' };
 
 /** The paths a whole-directory operation reaches, and how it reaches them. */
 async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): Promise<Entries | undefined> {
-  if (target.kind !== 'directory') return undefined;
   const { operation, options } = resolved.request;
   if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) {
-    return withAccess(await below(target.resolved), 'delete');
+    return target.kind === 'directory' ? withAccess(await below(target.resolved), 'delete') : undefined;
   }
-  if (operation === 'copy' && target.role === 'to' && options.recursive) {
-    // The files a tree copy writes: the source's relative paths under the destination.
-    const from = resolved.targets.find((t) => t.role === 'from');
-    if (from?.kind !== 'directory') return undefined;
-    const sources = await below(from.resolved);
-    return withAccess(
-      sources.map((source) => path.posix.join(target.resolved, path.posix.relative(from.resolved, source))),
-      'write',
-    );
-  }
-  return undefined;
+  // The files a tree copy writes, or a directory moved in brings: the source's relative
+  // paths under the destination (which need not exist yet).
+  const bringsTree = (operation === 'copy' && options.recursive) || operation === 'rename';
+  if (!bringsTree || target.role !== 'to') return undefined;
+  const from = resolved.targets.find((t) => t.role === 'from');
+  if (from?.kind !== 'directory') return undefined;
+  const sources = await below(from.resolved);
+  return withAccess(
+    sources.map((source) => path.posix.join(target.resolved, path.posix.relative(from.resolved, source))),
+    'write',
+  );
 }
 
 async function below(dir: string): Promise<string[]> {
