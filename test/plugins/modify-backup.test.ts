@@ -121,11 +121,13 @@ describe('ModifyBackupPlugin', () => {
     await broker.handle(check('chmod', { path: chmodded }));
     await broker.handle({ origin: 'api', action: 'check', operation: 'open', targets: openTargets(written, true), sessionId: 's1' });
     await broker.handle(check('delete', { path: path.join(ws, 'tree') }, { recursive: true }));
-    const { manifest } = await committed(broker);
+    const { manifest, answer } = await committed(broker);
     const special = (manifest.structure ?? []).filter((e) => e.kind === 'special');
     expect(special.map((e) => e.path).sort()).toEqual([chmodded, deleted, inTree, renamed].sort());
     expect(special.every((e) => e.kind === 'special' && e.fileType === 'fifo' && e.mode === 0o640)).toBe(true);
     expect(manifest.files).toEqual([]);
+    // The commit's answer (and so run's summary) counts them: the turn did back something up.
+    expect(answer).toMatchObject({ files: 4 });
   });
 
   it('a recursive copy backs up the destination files it will overwrite', async () => {

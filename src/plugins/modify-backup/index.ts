@@ -153,7 +153,9 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const manifest = await store.commitTurn(turn.id, turn.message ?? '');
       // A file over the size cap under `oversize: skip` has an entry but no content: not a backup.
       const unsaved = manifest.files.filter((file) => file.skipped === 'too-large').map((file) => file.path);
-      turn.facts.backups = manifest.files.length - unsaved.length;
+      // A FIFO, socket or device the turn removed or changed is recorded so it can be made again: a backup too.
+      const specials = (manifest.structure ?? []).filter((entry) => entry.kind === 'special').length;
+      turn.facts.backups = manifest.files.length - unsaved.length + specials;
       turn.facts.unsaved = unsaved;
     });
 
