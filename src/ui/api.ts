@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { turnEntries, type BackupHome, type SetTimesNs } from '../backup/index.js';
+import { turnEntries, type BackupHome, type FoundTurn, type SetTimesNs } from '../backup/index.js';
 import { restoreTurnFiles } from '../cli/backups.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { HttpError, readJsonBody, sendError, sendJson } from './http.js';
@@ -63,19 +63,19 @@ export class Api {
 
   async #route(req: IncomingMessage, url: URL): Promise<unknown> {
     const route = `${req.method ?? ''} ${url.pathname}`;
-    const query = () => Object.fromEntries([...url.searchParams].filter(([key]) => key !== 't'));
+    const query = () => Object.fromEntries(url.searchParams);
     const { home } = this.#ctx;
     switch (route) {
       case 'GET /api/sessions':
         return this.#sessions();
       case 'GET /api/turn': {
         const q = parse(turnQuery, query());
-        const { manifest } = await home.findTurn(q.turn, { sessionId: q.session });
+        const { manifest } = await exactTurn(home, q.session, q.turn);
         return { turn: await turnView(manifest, this.#ctx.setTimesNs) };
       }
       case 'GET /api/diff': {
         const q = parse(diffQuery, query());
-        const { store, manifest } = await home.findTurn(q.turn, { sessionId: q.session });
+        const { store, manifest } = await exactTurn(home, q.session, q.turn);
         const entry = turnEntries(manifest).find((f) => f.path === q.path);
         if (!entry) throw new HttpError(404, `turn ${manifest.id} did not touch ${q.path}`);
         return { path: entry.path, diff: await diffView(store, entry, this.#ctx.setTimesNs) };
@@ -83,11 +83,13 @@ export class Api {
       case 'GET /api/rewind-plan': {
         // The turns, and a dry run of the rewind (it changes nothing): what the confirmation shows.
         const q = parse(turnQuery, query());
+        await exactTurn(home, q.session, q.turn);
         const turns = (await rewindPlan(home, q.session, q.turn)).map(turnSummary);
         return { turns, preview: await rewindSession(home, q.session, q.turn, { dryRun: true }) };
       }
       case 'POST /api/restore': {
         const body = parse(restoreBody, await readJsonBody(req, BODY_LIMIT));
+        await exactTurn(home, body.session, body.turn);
         return this.#exclusively(async () => {
           const options = { sessionId: body.session, force: body.force ?? false, dryRun: body.dryRun ?? false };
           const { report, refused } = await restoreTurnFiles(home, body.turn, body.paths ?? [], options);
@@ -96,6 +98,7 @@ export class Api {
       }
       case 'POST /api/rewind': {
         const body = parse(rewindBody, await readJsonBody(req, BODY_LIMIT));
+        await exactTurn(home, body.session, body.turn);
         return this.#exclusively(() => rewindSession(home, body.session, body.turn, { force: body.force ?? false, confirmed: body.turns }));
       }
       default:
@@ -115,6 +118,17 @@ export class Api {
     this.#writes = run.catch(() => undefined);
     return run;
   }
+}
+
+/**
+ * The turn with exactly this id. The page names turns by the ids it listed; a prefix or
+ * `latest` (which the command line takes) could name another turn by the time a restore
+ * runs than the one the page showed.
+ */
+async function exactTurn(home: BackupHome, session: string, turn: string): Promise<FoundTurn> {
+  const found = await home.findTurn(turn, { sessionId: session });
+  if (found.manifest.id !== turn) throw new HttpError(404, `no turn ${JSON.stringify(turn)} in session ${JSON.stringify(session)}: the viewer takes whole turn ids`);
+  return found;
 }
 
 const KNOWN = new Set(['/api/sessions', '/api/turn', '/api/diff', '/api/rewind-plan', '/api/restore', '/api/rewind']);

@@ -232,4 +232,19 @@ describe('restoring', () => {
     expect((await viewer.post('/api/restore', undefined, { body: '{not json' })).status).toBe(400);
     expect((await viewer.post('/api/restore', { session: SESSION, turn: '20990101-000000-ffffff' })).status).toBe(404);
   });
+
+  it('takes whole turn ids only: a prefix or "latest" (which could name another turn by then) is 404 and changes nothing', async () => {
+    const state = async () => [await snapshot(at('text.txt')), await snapshot(at('data.bin')), await fs.readlink(at('link')), await fs.readdir(work)];
+    const before = await state();
+    for (const ref of [TURN.slice(0, 10), 'latest']) {
+      expect((await viewer.get(turnPath(ref))).status, ref).toBe(404);
+      expect((await viewer.get(`/api/rewind-plan?session=${SESSION}&turn=${ref}`)).status, ref).toBe(404);
+      const restored = await viewer.post('/api/restore', { session: SESSION, turn: ref });
+      expect(restored.status, ref).toBe(404);
+      expect(restored.body).toContain('whole turn ids');
+      expect((await viewer.post('/api/rewind', { session: SESSION, turn: ref, turns: [TURN] })).status, ref).toBe(404);
+    }
+    expect(await state()).toEqual(before);
+    expect((await viewer.get(turnPath())).status).toBe(200);
+  });
 });
