@@ -33,6 +33,7 @@ const sessionOptionsSchema = z.strictObject({
   maxApprovalRounds: z.number().int().min(1).optional(),
   storeUnavailable: z.enum(['disable-backup', 'deny-changes']).optional(),
   maxOutputBytes: z.number().int().min(1).optional(),
+  policyTimeoutMs: z.number().int().min(0).max(2 ** 31 - 1).optional(),
 });
 
 /** The options as given, each checked; the store root made absolute (taken from the current directory). */

@@ -110,6 +110,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
     const broker = createBroker({
       sessionId,
       logger: log,
+      ...(options.policyTimeoutMs === undefined ? {} : { policyTimeoutMs: options.policyTimeoutMs }),
       plugins: [
         ...standardPlugins(standard),
         ...(options.plugins ?? []),

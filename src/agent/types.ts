@@ -71,6 +71,11 @@ export interface SandboxSessionOptions {
   storeUnavailable?: StoreUnavailablePolicy;
   /** Cap on each of stdout and stderr kept by `execute` (default 10 MiB). */
   maxOutputBytes?: number;
+  /**
+   * How long one policy plugin may take to give its opinion on a path before the request
+   * is refused, naming it (milliseconds; default 60,000; 0: no limit).
+   */
+  policyTimeoutMs?: number;
 }
 
 export interface BeginTurnOptions {

@@ -34,7 +34,15 @@ export interface BrokerOptions {
   /** The session this broker serves; requests name it and turns belong to it. */
   sessionId: string;
   logger?: Logger;
+  /**
+   * How long one asynchronous evaluate-policy tap may take to give its opinion before
+   * the request is denied, naming the plugin (default 60 s; 0: no limit).
+   */
+  policyTimeoutMs?: number;
 }
+
+/** The longest delay a Node timer keeps (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const NO_OPINION: Decision = { verdict: 'deny', reason: 'no policy plugin decided', source: 'core' };
 
@@ -74,7 +82,11 @@ export class Broker {
     this.sessionId = options.sessionId;
     this.log = options.logger ?? silentLogger();
     attributeErrors(this.hooks);
-    countOpinions(this.hooks);
+    const timeout = options.policyTimeoutMs;
+    if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 0 && timeout <= MAX_TIMER_MS)) {
+      throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policyTimeoutMs must be a whole number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(timeout)}`);
+    }
+    countOpinions(this.hooks, timeout);
   }
 
   use(...plugins: BrokerPlugin[]): this {

@@ -96,8 +96,30 @@ interface Tap {
   fn: AnyFn;
 }
 
-/** Wrap every evaluate-policy tap, whichever way it was tapped, to keep the ballot. */
-export function countOpinions(hooks: BrokerHooks): void {
+/** How long one evaluate-policy opinion may take by default (a tree check of a very large directory stays well inside it). */
+export const DEFAULT_POLICY_TIMEOUT_MS = 60_000;
+
+function lateError(plugin: string, timeoutMs: number): PluginError {
+  return new PluginError(plugin, HOOK, new Error(`gave no opinion within ${timeoutMs} ms; the request is refused`));
+}
+
+/** `value`, or a PluginError once `timeoutMs` passed first (0: no limit). A late answer is dropped. */
+function inTime(value: Promise<unknown>, plugin: string, timeoutMs: number): Promise<unknown> {
+  if (timeoutMs <= 0) return value;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(lateError(plugin, timeoutMs)), timeoutMs);
+  });
+  return Promise.race([value, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Wrap every evaluate-policy tap, whichever way it was tapped, to keep the ballot. An
+ * asynchronous tap that gives no opinion within `timeoutMs` fails the request (a denial
+ * naming the plugin) instead of holding it, and every change after it, for good: a
+ * policy plugin that asks a service which never answers must not hang the command.
+ */
+export function countOpinions(hooks: BrokerHooks, timeoutMs = DEFAULT_POLICY_TIMEOUT_MS): void {
   const hook = hooks.evaluatePolicy as unknown as { intercept(interceptor: { register(tap: Tap): Tap }): void };
   hook.intercept({
     register(tap: Tap) {
@@ -110,12 +132,20 @@ export function countOpinions(hooks: BrokerHooks): void {
           const ballot = ballotOf(args);
           const settled = before(ballot, stage);
           if (settled) return callback(null, settled);
+          let answered = false;
+          const timer = timeoutMs > 0 ? setTimeout(() => answer(lateError(tap.name, timeoutMs)), timeoutMs) : undefined;
+          const answer = (error?: unknown, result?: unknown) => {
+            if (answered) return undefined;
+            answered = true;
+            clearTimeout(timer);
+            return callback(error, result);
+          };
           return original(...args, (error?: unknown, value?: unknown) => {
-            if (error) return callback(error);
+            if (error) return answer(error);
             try {
-              return callback(null, after(ballot, stage, tap.name, value));
+              return answer(null, after(ballot, stage, tap.name, value));
             } catch (failure) {
-              return callback(failure);
+              return answer(failure);
             }
           });
         };
@@ -125,7 +155,7 @@ export function countOpinions(hooks: BrokerHooks): void {
           const settled = before(ballot, stage);
           if (settled) return tap.type === 'promise' ? Promise.resolve(settled) : settled;
           const value = original(...args);
-          if (tap.type === 'promise') return (value as Promise<unknown>).then((result) => after(ballot, stage, tap.name, result));
+          if (tap.type === 'promise') return inTime(value as Promise<unknown>, tap.name, timeoutMs).then((result) => after(ballot, stage, tap.name, result));
           return after(ballot, stage, tap.name, value);
         };
       }

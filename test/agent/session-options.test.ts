@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { completeSessionConfig } from '../../src/agent/config.js';
 import { createSandboxSession } from '../../src/agent/session.js';
 import type { SandboxSessionOptions } from '../../src/agent/types.js';
-import { ErrorCodes } from '../../src/core/index.js';
+import { ErrorCodes, PolicyStage, type BrokerPlugin } from '../../src/core/index.js';
 import { makeWorld, openSession, read } from './helpers.js';
 
 const wrong = (value: unknown) => value as never;
@@ -25,6 +25,8 @@ describe('createSandboxSession refuses options of the wrong type', () => {
     ['an approver that is not a function', { approver: 'yes' }, /approver: must be a function/],
     ['a plugin without apply', { plugins: [{ name: 'p' }] }, /plugins\.0\.apply: must be a function/],
     ['plugins not a list', { plugins: {} }, /plugins: Invalid input: expected array/],
+    ['a negative policyTimeoutMs', { policyTimeoutMs: -1 }, /policyTimeoutMs/],
+    ['a policyTimeoutMs that is not whole', { policyTimeoutMs: 0.5 }, /policyTimeoutMs/],
   ])('%s', async (_label, options, message) => {
     const world = await makeWorld('options');
     const given = { workspace: world.ws, home: world.home, ...options } as SandboxSessionOptions;
@@ -49,6 +51,25 @@ describe('the checked options still mean what they say', () => {
     const result = await session.execute('echo out > "$OUT/b.txt"');
     expect(result.exitCode).toBe(0);
     expect(await read(path.join(world.outside, 'b.txt'))).toBe('out\n');
+  });
+
+  it('an organisation plugin that never answers: each change it is asked about is refused after policyTimeoutMs, and the command goes on', async () => {
+    const world = await makeWorld('options-hung');
+    const hung: BrokerPlugin = {
+      name: 'unreachable-policy-service',
+      apply(broker) {
+        broker.hooks.evaluatePolicy.tapPromise({ name: 'unreachable-policy-service', stage: PolicyStage.ORGANISATION }, () => new Promise(() => undefined));
+      },
+    };
+    const { session, logLines } = await openSession(world, { plugins: [hung], policyTimeoutMs: 100 });
+    await session.beginTurn({ userMessage: 'hung plugin' });
+    const result = await session.execute('echo x > made.txt; echo "status $?"');
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toBe('status 1\n');
+    expect(result.stderr).toMatch(/Permission denied/);
+    await expect(fs.lstat(path.join(world.ws, 'made.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(logLines().some((line) => JSON.stringify(line).includes('unreachable-policy-service') && JSON.stringify(line).includes('gave no opinion within 100 ms'))).toBe(true);
+    expect((await session.endTurn({ message: 'done' })).ok).toBe(true);
   });
 
   it('a turn whose size cap is not a number is refused, not given the default', async () => {

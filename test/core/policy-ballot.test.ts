@@ -175,3 +175,49 @@ describe('evaluate-policy: a prompt never lifts a later denial', () => {
     expect(outcome.decision).toMatchObject({ verdict: 'deny', reason: 'outside', targetRole: 'to' });
   });
 });
+
+describe('evaluate-policy: a plugin that never answers', () => {
+  /** A policy plugin that gives its opinion on /project/slow only after `release` (never, unless called). */
+  function hanging(kind: 'promise' | 'async'): { plugin: BrokerPlugin; release: () => void } {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const answer = { verdict: 'sandbox' };
+    const plugin: BrokerPlugin = {
+      name: 'remote-policy',
+      apply(broker) {
+        const hook = broker.hooks.evaluatePolicy as unknown as {
+          tapPromise(options: object, fn: (target: { resolved: string }) => Promise<unknown>): void;
+          tapAsync(options: object, fn: (target: { resolved: string }, ...rest: unknown[]) => void): void;
+        };
+        const slow = (target: { resolved: string }) => target.resolved === '/project/slow';
+        if (kind === 'promise') hook.tapPromise({ name: 'remote-policy', stage: PolicyStage.ORGANISATION }, async (target) => (slow(target) ? released.then(() => answer) : undefined));
+        else
+          hook.tapAsync({ name: 'remote-policy', stage: PolicyStage.ORGANISATION }, (target, ...rest) => {
+            const callback = rest.at(-1) as (error: unknown, value?: unknown) => void;
+            if (slow(target)) void released.then(() => callback(null, answer));
+            else callback(null, undefined);
+          });
+      },
+    };
+    return { plugin, release };
+  }
+
+  it.each(['promise', 'async'] as const)('(%s tap) is refused, naming it, and the next request is answered', async (kind) => {
+    const { plugin, release } = hanging(kind);
+    const broker = new Broker({ sessionId: 's1', policyTimeoutMs: 20 }).use(identityResolver, plugin, allowAll());
+    const refused = await broker.handle(write('/project/slow'));
+    expect(refused.ok).toBe(false);
+    expect(refused.decision.verdict).toBe('deny');
+    expect(refused.error?.message).toMatch(/remote-policy.*gave no opinion within 20 ms/);
+    // The lock it held is free: a later change is decided as usual.
+    expect((await broker.handle(write('/project/other'))).ok).toBe(true);
+    // Its late answer changes nothing about the refused request.
+    release();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(refused.ok).toBe(false);
+  });
+
+  it.each([-1, 1.5, Number.NaN, 2 ** 31])('policyTimeoutMs %s is refused at construction', (policyTimeoutMs) => {
+    expect(() => new Broker({ sessionId: 's1', policyTimeoutMs })).toThrow(/policyTimeoutMs/);
+  });
+});
