@@ -3,9 +3,10 @@ import type { ApprovalRequest } from '../agent/types.js';
 import type { PromptBlock } from '../plugins/approval.js';
 import { printable, type Io } from './output.js';
 
-/** `ACCESS PATH (reason)`, safe for one terminal line. */
+/** `ACCESS PATH by OPERATION (reason)`, safe for one terminal line: a yes covers that operation only. */
 export function describeBlock(block: PromptBlock): string {
-  return printable(`${block.access} ${block.normalisedPath}${block.reason ? ` (${block.reason})` : ''}`);
+  const by = block.operation === block.access ? '' : ` by ${block.operation}`;
+  return printable(`${block.access} ${block.normalisedPath}${by}${block.reason ? ` (${block.reason})` : ''}`);
 }
 
 /** Whether a person is there to ask: stdin and stderr are both a terminal. */

@@ -15,8 +15,9 @@ export interface PromptBlock {
   count: number;
 }
 
-/** What a block is about, as one string: blocks are merged per path and access. */
-export const blockKey = (block: Pick<PromptBlock, 'normalisedPath' | 'access'>): string => `${block.normalisedPath}\0${block.access}`;
+/** What a block is about, as one string: blocks are merged per path, access and operation (a yes covers only what was asked). */
+export const blockKey = (block: Pick<PromptBlock, 'normalisedPath' | 'access' | 'operation'>): string =>
+  `${block.normalisedPath}\0${block.access}\0${block.operation}`;
 
 export const approvalOptionsSchema = z.strictObject({
   /** Bound on distinct blocks kept until the caller takes them (oldest dropped first). */
@@ -49,7 +50,7 @@ export class ApprovalPlugin implements BrokerPlugin {
       const target = resolved.targets.find((t) => t.role === decision.targetRole) ?? resolved.targets[0];
       if (!target) return;
       const { request } = resolved;
-      const key = blockKey({ normalisedPath: target.resolved, access: target.access });
+      const key = blockKey({ normalisedPath: target.resolved, access: target.access, operation: request.operation });
       const existing = this.#blocks.get(key);
       if (existing) {
         existing.count += 1;
@@ -74,7 +75,7 @@ export class ApprovalPlugin implements BrokerPlugin {
     });
   }
 
-  /** The blocks recorded so far (optionally of one tool call), merged per path and access. */
+  /** The blocks recorded so far (optionally of one tool call), merged per path, access and operation. */
   blocks(filter: BlockFilter = {}): PromptBlock[] {
     return [...this.#blocks.values()].filter((b) => !filter.toolCallId || b.toolCallIds.includes(filter.toolCallId)).map((b) => ({ ...b, toolCallIds: [...b.toolCallIds] }));
   }
@@ -82,7 +83,7 @@ export class ApprovalPlugin implements BrokerPlugin {
   /** Return and forget the blocks matching the filter, for a caller about to ask a person. */
   takeBlocks(filter: BlockFilter = {}): PromptBlock[] {
     const taken = this.blocks(filter);
-    for (const block of taken) this.#blocks.delete(`${block.normalisedPath}\0${block.access}`);
+    for (const block of taken) this.#blocks.delete(blockKey(block));
     return taken;
   }
 

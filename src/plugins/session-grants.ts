@@ -6,39 +6,46 @@ import {
   type Access,
   type Broker,
   type BrokerPlugin,
+  type Operation,
   type ResolvedRequest,
   type ResolvedTarget,
 } from '../core/index.js';
 import type { PromptBlock } from './approval.js';
 
-/** One (path, access) pair a person approved in this session. */
+/** One (path, access, operation) a person approved in this session. */
 export interface SessionGrant {
   /** The resolved (symlink-followed) path, as the prompt block named it. */
   path: string;
   access: Access;
+  /** The operation the person was asked about; absent: a caller granted the access for every operation. */
+  operation?: Operation;
   grantedAt: string;
   /** The tool calls whose prompt blocks led to the grant. */
   toolCallIds: string[];
 }
 
-/** What `grant` needs of a prompt block. */
-export type GrantableBlock = Pick<PromptBlock, 'normalisedPath' | 'access'> & Partial<Pick<PromptBlock, 'sessionId' | 'toolCallIds'>>;
+/** What `grant` needs of a prompt block (its operation, when given, bounds the grant). */
+export type GrantableBlock = Pick<PromptBlock, 'normalisedPath' | 'access'> & Partial<Pick<PromptBlock, 'sessionId' | 'toolCallIds' | 'operation'>>;
 
-const keyOf = (path: string, access: Access) => `${access}\0${path}`;
+/** A grant without an operation is stored under ANY_OPERATION. */
+const ANY_OPERATION = '*';
+const keyOf = (path: string, access: Access, operation: string) => `${access}\0${operation}\0${path}`;
 
 /**
  * Approvals a person gave during this session, remembered so the same question is not
  * asked twice. After a `prompt` the owner asks a person; on yes it calls `grant(blocks)`,
  * and from then on this plugin answers `grant-token` for exactly those (resolved path,
- * access) pairs, at `PolicyStage.SESSION_GRANTS`: after the denials nothing lifts
+ * access, operation) triples, at `PolicyStage.SESSION_GRANTS`: after the denials nothing lifts
  * (`PROTECTED`), before the prompts a person may lift (mandatory protections, rules,
  * `outsideRoots: prompt`). A grant never reaches another path, another access or
  * another session: one instance serves one broker, and blocks of another session are
  * ignored.
  *
- * A directory removed, moved or copied over as a whole is judged by what is inside it,
- * which can change after the approval; such a request on a directory that is not empty
- * is not lifted by a grant of the directory: the policy decides it as usual.
+ * The operation counts: a yes to `mkdir .git` is not a yes to a symlink, a file or a
+ * directory moved in at `.git`. A directory removed, moved or copied as a whole is
+ * judged by what is inside it, which can change after the approval; such a request that
+ * takes a non-empty directory along (from the path, or to it) is not lifted by a grant
+ * of the path: the policy decides it as usual.
  */
 export class SessionGrantsPlugin implements BrokerPlugin {
   static readonly PLUGIN_NAME = 'session-grants';
@@ -52,7 +59,8 @@ export class SessionGrantsPlugin implements BrokerPlugin {
     }
     this.#broker = broker;
     broker.hooks.evaluatePolicy.tapPromise({ name: this.name, stage: PolicyStage.SESSION_GRANTS }, async (target, resolved, context) => {
-      const grant = this.#grants.get(keyOf(target.resolved, target.access));
+      const { operation } = resolved.request;
+      const grant = this.#grants.get(keyOf(target.resolved, target.access, operation)) ?? this.#grants.get(keyOf(target.resolved, target.access, ANY_OPERATION));
       if (!grant) return undefined;
       if (await reachesNonEmptyTree(target, resolved)) return undefined;
       context.log.debug(
@@ -70,24 +78,31 @@ export class SessionGrantsPlugin implements BrokerPlugin {
     for (const block of blocks) {
       if (sessionId !== undefined && block.sessionId !== undefined && block.sessionId !== sessionId) continue;
       if (!block.normalisedPath.startsWith('/')) continue;
-      const key = keyOf(block.normalisedPath, block.access);
+      const key = keyOf(block.normalisedPath, block.access, block.operation ?? ANY_OPERATION);
       const existing = this.#grants.get(key);
       const toolCallIds = block.toolCallIds ?? [];
       if (existing) {
         for (const id of toolCallIds) if (!existing.toolCallIds.includes(id)) existing.toolCallIds.push(id);
         continue;
       }
-      const grant: SessionGrant = { path: block.normalisedPath, access: block.access, grantedAt: new Date().toISOString(), toolCallIds: [...toolCallIds] };
+      const grant: SessionGrant = {
+        path: block.normalisedPath,
+        access: block.access,
+        ...(block.operation === undefined ? {} : { operation: block.operation }),
+        grantedAt: new Date().toISOString(),
+        toolCallIds: [...toolCallIds],
+      };
       this.#grants.set(key, grant);
       added.push({ ...grant, toolCallIds: [...grant.toolCallIds] });
-      this.#broker?.log.info({ phase: 'approval', plugin: this.name, path: grant.path, access: grant.access }, 'granted for this session');
+      this.#broker?.log.info({ phase: 'approval', plugin: this.name, path: grant.path, access: grant.access, operation: grant.operation }, 'granted for this session');
     }
     return added;
   }
 
-  /** Whether `path` (resolved, absolute) has a grant for `access`. */
-  has(path: string, access: Access): boolean {
-    return this.#grants.has(keyOf(path, access));
+  /** Whether `path` (resolved, absolute) has a grant for `access`: one that covers `operation`, or (without it) any grant at all. */
+  has(path: string, access: Access, operation?: Operation): boolean {
+    if (operation !== undefined) return this.#grants.has(keyOf(path, access, operation)) || this.#grants.has(keyOf(path, access, ANY_OPERATION));
+    return [...this.#grants.values()].some((grant) => grant.path === path && grant.access === access);
   }
 
   /** Every grant so far, oldest first. */
@@ -98,11 +113,10 @@ export class SessionGrantsPlugin implements BrokerPlugin {
 
 /** Whether the request takes a directory's contents with it (see file-safety's tree check). */
 async function reachesNonEmptyTree(target: ResolvedTarget, resolved: ResolvedRequest): Promise<boolean> {
-  if (target.kind !== 'directory') return false;
   const { operation, options } = resolved.request;
-  if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) return notEmpty(target.resolved);
-  if (operation === 'copy' && target.role === 'to' && options.recursive === true) {
-    // A tree copy writes the source's entries under the destination.
+  if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) return target.kind === 'directory' && notEmpty(target.resolved);
+  if (target.role === 'to' && (operation === 'rename' || (operation === 'copy' && options.recursive === true))) {
+    // A tree copy writes the source's entries under the destination; a directory moved in brings them.
     const from = resolved.targets.find((t) => t.role === 'from');
     return from?.kind === 'directory' ? notEmpty(from.resolved) : false;
   }

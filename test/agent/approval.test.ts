@@ -220,3 +220,30 @@ describe('grants', () => {
     expect(two.session.grants).toEqual([]);
   });
 });
+
+describe('a yes covers the operation the person was asked about', () => {
+  it.each([
+    ['a directory moved in', 'mkdir -p prep/hooks && printf "#!/bin/sh\\necho ran\\n" > prep/hooks/pre-commit && chmod +x prep/hooks/pre-commit && mkdir -p .git && mv -T prep .git', 'rename'],
+    // The broker calls a symlink's creation a link (to: the new name).
+    ['a symlink made instead', 'mkdir -p prep/hooks && if [ -e .rerun ]; then ln -s prep .git; else touch .rerun; mkdir .git; fi', 'link'],
+  ])('approving mkdir .git does not let the rerun put %s there', async (_label, command, operation) => {
+    const world = await makeWorld('approve-operation');
+    // The person approves the empty directory they were asked about, and nothing else.
+    const approver = recordingApprover([true, false]);
+    const { session } = await openSession(world, { approver, maxApprovalRounds: 3 });
+    await session.beginTurn({ userMessage: 'make .git' });
+    const result = await session.execute(command);
+    expect(approver.requests.map((r) => (r.kind === 'paths' ? r.blocks.map((b) => `${b.access} ${path.basename(b.normalisedPath)} ${b.operation}`) : []))).toEqual([
+      ['write .git mkdir'],
+      [`write .git ${operation}`],
+    ]);
+    expect(result.approval).toMatchObject({ approved: false, rounds: 2 });
+    // No hooks arrived: .git is the empty directory that was approved, or not there at all.
+    const made = await fs.lstat(path.join(world.ws, '.git')).catch(() => undefined);
+    if (made) {
+      expect(made.isDirectory()).toBe(true);
+      expect(await fs.readdir(path.join(world.ws, '.git'))).toEqual([]);
+    }
+    expect(await exists(path.join(world.ws, '.git', 'hooks', 'pre-commit'))).toBe(false);
+  });
+});

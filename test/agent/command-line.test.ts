@@ -59,6 +59,6 @@ describe('run: the terminal question', () => {
         { path: '/w/a\nb', normalisedPath: '/w/a\nb', operation: 'open', access: 'write', sessionId: 's', toolCallIds: [], firstSeenAt: '', count: 1, reason: 'why' },
       ],
     });
-    expect(lines).toEqual(['brokered-shell: the command needs approval for:', '  write /w/a\\nb (why)', 'Approve for this session and run it again? [y/N] ']);
+    expect(lines).toEqual(['brokered-shell: the command needs approval for:', '  write /w/a\\nb by open (why)', 'Approve for this session and run it again? [y/N] ']);
   });
 });

@@ -107,4 +107,29 @@ describe('SessionGrantsPlugin', () => {
     expect((await broker.handle(deleteRequest(full))).decision.verdict).toBe('prompt');
     expect((await broker.handle(deleteRequest(empty))).decision).toMatchObject({ verdict: 'grant-token', source: 'session-grants' });
   });
+  it('a grant covers its operation only, and never a directory with contents moved onto the path', async () => {
+    temp = mkdtempSync(path.join(os.tmpdir(), 'bsh-grants-'));
+    const full = path.join(temp, 'full');
+    const empty = path.join(temp, 'empty');
+    mkdirSync(full);
+    mkdirSync(empty);
+    writeFileSync(path.join(full, 'pre-commit'), 'x');
+    const target = path.join(temp, 'hooks.pem');
+    const { broker, grants } = setup('directory');
+    grants.grant([{ normalisedPath: target, access: 'write', operation: 'rename' }]);
+    const moveOnto = (from: string) =>
+      writeRequest(target, {
+        action: 'check',
+        operation: 'rename',
+        targets: [
+          { role: 'from', path: from, access: 'delete' },
+          { role: 'to', path: target, access: 'write' },
+        ],
+      });
+    expect((await broker.handle(moveOnto(full))).decision.verdict).toBe('prompt');
+    expect((await broker.handle(moveOnto(empty))).decision).toMatchObject({ verdict: 'grant-token', source: 'session-grants' });
+    expect((await broker.handle(writeRequest(target, { action: 'check', operation: 'mkdir' }))).decision.verdict).toBe('prompt');
+    expect(grants.has(target, 'write', 'rename')).toBe(true);
+    expect(grants.has(target, 'write', 'mkdir')).toBe(false);
+  });
 });
