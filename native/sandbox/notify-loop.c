@@ -232,6 +232,15 @@ static int act_on_answer(struct loop *L, struct bsh_call *c, const struct bsh_an
     call_free(c);
     return 0;
   }
+  if (a->err == 0 && c->op == BSH_OP_RENAME && a->to_len > 0 && bsh_leaves_scratch(L->cfg, c, a->path, a->to)) {
+    /* Named through a link, the source turned out to be in scratch: copied instead, and recorded. */
+    snprintf(c->path, sizeof c->path, "%s", a->path);
+    bsh_report(c, EXDEV, "would move a name out of the command's temp dir, where what it holds changes without asking");
+    if (send_report(L, c) == 0) return 0;
+    respond(L->listener, c->notif_id, -EXDEV, 0);
+    call_free(c);
+    return 0;
+  }
   if (a->err != 0) {
     respond(L->listener, c->notif_id, a->err > 0 && a->err < 4096 ? -a->err : -EACCES, 0);
   } else if (a->path_len == 0 || a->path[0] != '/' || needs_to != (a->to_len > 0) ||

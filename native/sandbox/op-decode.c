@@ -366,6 +366,8 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   if (rc != 0) return failed(c, rc);
   if (dot1 || dot2) return refuse(c, EBUSY);
   if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
+  /* The kernel's own answer between file systems, and mv's cue to copy (refusal.c). */
+  if (bsh_leaves_scratch(cfg, c, c->path, c->to)) return refuse(c, EXDEV);
   bool guarded = landlock_guarded(cfg, c->path, false) && landlock_guarded(cfg, c->to, false);
   if (guarded) return BSH_ACT_CONTINUE;
   /*

@@ -140,3 +140,17 @@ bool bsh_enters_scratch(const struct bsh_config *cfg, const struct bsh_call *c, 
   if (c->op == BSH_OP_RENAME && (c->flags & RENAME_EXCHANGE)) return from_in != to_in;
   return to_in && !from_in;
 }
+
+/*
+ * The other way: a rename that takes a name out of scratch. What it moves may be a
+ * directory, and the broker judges a directory moved in by what it holds; in scratch the
+ * command changes that without asking, between the broker's look and the rename. So it
+ * gets EXDEV, as from another file system: `mv` then copies, and each file it makes is
+ * asked about on its own.
+ */
+bool bsh_leaves_scratch(const struct bsh_config *cfg, const struct bsh_call *c, const char *path, const char *to) {
+  if (c->op != BSH_OP_RENAME) return false;
+  bool from_in = bsh_in_scratch(cfg, path) && !bsh_has_dotdot(path);
+  bool to_in = bsh_in_scratch(cfg, to) && !bsh_has_dotdot(to);
+  return from_in && !to_in;
+}

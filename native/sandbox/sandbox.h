@@ -251,6 +251,7 @@ enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *args);
 /* A rename or hard link that would give a file from outside the scratch dirs a name inside them. */
 bool bsh_enters_scratch(const struct bsh_config *cfg, const struct bsh_call *c, const char *path, const char *to,
                         bool path_anonymous);
+bool bsh_leaves_scratch(const struct bsh_config *cfg, const struct bsh_call *c, const char *path, const char *to);
 
 /* --- syscall-decode.c --- */
 enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, struct bsh_call *c);

@@ -48,6 +48,8 @@ export interface BrokerPlace {
   workspace: string;
   /** Writable besides the workspace and the configured roots (a command's temp dir). */
   extraRoots?: string[];
+  /** Changed by the command without asking (its temp dir): no rename or tree copy out of them. */
+  volatileRoots?: string[];
   /** The broker's own files besides the store (its socket directory). */
   protectedPaths?: string[];
   userHome?: string;
@@ -61,6 +63,7 @@ export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): St
     rules: config.fileSafety.rules,
     outsideRoots: config.fileSafety.outsideRoots,
     protectedPaths: place.protectedPaths ?? [],
+    ...(place.volatileRoots ? { volatileRoots: place.volatileRoots } : {}),
     ...(place.userHome ? { userHome: place.userHome } : {}),
     backup: {
       enabled: config.fileBackup.enabled,

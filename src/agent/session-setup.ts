@@ -103,6 +103,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       home,
       workspace,
       extraRoots: scratchBase ? [scratchBase] : [],
+      volatileRoots: scratchBase ? [scratchBase] : [],
       protectedPaths: socketDir ? [socketDir] : [],
       ...(options.userHome ? { userHome: options.userHome } : {}),
     });

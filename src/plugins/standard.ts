@@ -26,6 +26,8 @@ export interface StandardPluginsOptions {
   userHome?: string;
   backup?: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip'; durability?: 'each' | 'turn' };
   deleteMode?: 'trash' | 'unlink';
+  /** Directories the command changes without asking (its temp dir): see HostOperationsPlugin. */
+  volatileRoots?: string[];
   /** Environment used to locate the home trash (XDG_DATA_HOME, HOME). */
   trashEnv?: Record<string, string>;
   approval?: ApprovalOptions;
@@ -59,6 +61,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     new HostOperationsPlugin({
       ...(options.deleteMode ? { defaultDeleteMode: options.deleteMode } : {}),
       ...(options.trashEnv ? { env: options.trashEnv } : {}),
+      ...(options.volatileRoots ? { volatileRoots: options.volatileRoots } : {}),
     }),
     new FdGrantPlugin(),
     new SandboxTokenPlugin(),

@@ -367,6 +367,28 @@ describe('modifications of existing workspace files', () => {
     ]);
   });
 
+  it('a rename out of the temp dir gets EXDEV, as between file systems: mv copies, and each file it makes is asked about', async () => {
+    const result = await python([
+      'import os, subprocess',
+      "t = os.environ['TMPDIR']",
+      "os.makedirs(t + '/d/sub')",
+      "open(t + '/d/sub/f', 'w').write('made in the temp dir')",
+      'try:',
+      "    os.rename(t + '/d', 'd')",
+      "    print('renamed')",
+      'except OSError as e:',
+      "    print('rename', e.errno)",
+      "subprocess.run(['mv', t + '/d', 'moved'], check=True)",
+      "print(open('moved/sub/f').read())",
+    ]);
+    expectOk(result);
+    expect(result.stdout).toBe('rename 18\nmade in the temp dir\n');
+    expect(fs.existsSync(file('d'))).toBe(false);
+    // No rename reached the broker: the copy's directories and file did, one by one.
+    expect(broker.requests.some((r) => r.op === 'rename')).toBe(false);
+    expect(askedFor()).toEqual(expect.arrayContaining([['mkdir', 'moved'], ['mkdir', 'sub'], ['open', 'f']]));
+  });
+
   it('hard links, and an O_TMPFILE published with linkat(/proc/self/fd/N)', async () => {
     write('a', 'a\n');
     const script = [

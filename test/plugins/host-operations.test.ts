@@ -155,7 +155,7 @@ describe('HostOperationsPlugin', () => {
   });
 
   it('defaults to the trash for delete', () => {
-    expect(hostOperationsOptionsSchema.parse({})).toEqual({ defaultDeleteMode: 'trash' });
+    expect(hostOperationsOptionsSchema.parse({})).toEqual({ defaultDeleteMode: 'trash', volatileRoots: [] });
     const options = { defaultDeleteMode: 'unlink' } satisfies HostOperationsOptions;
     // @ts-expect-error not a delete mode
     const wrong: HostOperationsOptions = { defaultDeleteMode: 'shred' };
@@ -538,6 +538,26 @@ describe('copy', () => {
       expectErrno(await run('copy', { from: w('big'), to: w('tree') }, {}, broker), 'EISDIR');
     }
     expect(openFds()).toBe(before);
+  });
+});
+
+describe('a temp dir the command changes without asking (volatileRoots)', () => {
+  it('a rename or a recursive copy out of it fails with EXDEV and changes nothing; one file is copied', async () => {
+    const temp = w('temp');
+    await fs.mkdir(path.join(temp, 'tree'), { recursive: true });
+    await fs.writeFile(path.join(temp, 'tree', 'f'), 'made there');
+    await fs.writeFile(path.join(temp, 'one.txt'), 'one file');
+    const broker = makeBroker({ volatileRoots: [temp] });
+    expectErrno(await run('rename', { from: path.join(temp, 'tree'), to: w('moved') }, {}, broker), 'EXDEV');
+    expectErrno(await run('rename', { from: path.join(temp, 'one.txt'), to: w('moved.txt') }, {}, broker), 'EXDEV');
+    expectErrno(await run('copy', { from: path.join(temp, 'tree'), to: w('copied') }, { recursive: true }, broker), 'EXDEV');
+    expect(await exists(w('moved'))).toBe(false);
+    expect(await exists(w('moved.txt'))).toBe(false);
+    expect(await exists(w('copied'))).toBe(false);
+    expectOk(await run('copy', { from: path.join(temp, 'one.txt'), to: w('copied.txt') }, {}, broker));
+    expect(await fs.readFile(w('copied.txt'), 'utf8')).toBe('one file');
+    // Elsewhere, and inside it, as before.
+    expectOk(await run('rename', { from: path.join(temp, 'one.txt'), to: path.join(temp, 'two.txt') }, {}, broker));
   });
 });
 

@@ -1,4 +1,5 @@
 import { constants, closeSync } from 'node:fs';
+import path from 'node:path';
 import { z } from 'zod';
 import {
   BrokerError,
@@ -15,7 +16,7 @@ import {
 import { parseOptions } from '../options.js';
 import { copyPath } from './copy.js';
 import { deletePath } from './delete.js';
-import { FsAt } from './fs-at.js';
+import { FsAt, fsError } from './fs-at.js';
 import { makeDirectories } from './mkdir.js';
 
 export const hostOperationsOptionsSchema = z.strictObject({
@@ -23,6 +24,13 @@ export const hostOperationsOptionsSchema = z.strictObject({
   defaultDeleteMode: z.enum(['trash', 'unlink']).default('trash'),
   /** Environment for locating the home trash (XDG_DATA_HOME, HOME); defaults to the process's. */
   env: z.record(z.string(), z.string()).optional(),
+  /**
+   * Directories the command changes without asking (its temp dir). A directory there can
+   * change between the policy's look at what it holds and the operation, so a rename or a
+   * recursive copy from there fails with EXDEV, as from another file system: the caller
+   * copies file by file, each asked about on its own.
+   */
+  volatileRoots: z.array(z.string().refine((p) => path.isAbsolute(p), 'must be an absolute path')).default([]),
 });
 export type HostOperationsOptions = z.input<typeof hostOperationsOptionsSchema>;
 
@@ -54,11 +62,14 @@ export class HostOperationsPlugin implements BrokerPlugin {
       delete: (r) => this.#delete(r),
       mkdir: (r) => this.#mkdir(r),
       rename: async (r) => {
+        this.#refuseVolatile(target(r, 'from').resolved, target(r, 'to').resolved, 'a rename');
         this.#fs().rename(target(r, 'from').resolved, target(r, 'to').resolved);
         return {};
       },
       copy: async (r) => {
-        await copyPath(this.#fs(), target(r, 'from').resolved, target(r, 'to').resolved, r.request.options.recursive ?? false);
+        const recursive = r.request.options.recursive ?? false;
+        if (recursive) this.#refuseVolatile(target(r, 'from').resolved, target(r, 'to').resolved, 'a recursive copy');
+        await copyPath(this.#fs(), target(r, 'from').resolved, target(r, 'to').resolved, recursive);
         return {};
       },
       chmod: async (r) => {
@@ -94,6 +105,14 @@ export class HostOperationsPlugin implements BrokerPlugin {
           return result;
         });
     }
+  }
+
+  /** EXDEV for a source in a volatile root when the destination is not in one too. */
+  #refuseVolatile(source: string, destination: string, what: string): void {
+    const rootOf = (file: string) => this.#options.volatileRoots.find((dir) => file === dir || file.startsWith(`${dir.replace(/\/+$/, '')}/`));
+    const root = rootOf(source);
+    if (root === undefined || rootOf(destination) !== undefined) return;
+    throw fsError('EXDEV', `${what} out of ${root}, which the command changes without asking, is not done whole: copy its files one by one`);
   }
 
   #fs(): FsAt {
