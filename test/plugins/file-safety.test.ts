@@ -432,9 +432,13 @@ describe('whole-directory operations are judged by what is inside', () => {
     ['a directory moved in where a file it holds may not be written', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/config', 'write']]), 'deny'],
     ['the same, over an empty directory already there', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/empty', 'write']]), 'deny'],
     ['a directory moved in where nothing it holds is restricted', hostOp('rename', [['from', 'ws/staged', 'delete'], ['to', 'ws/elsewhere', 'write']]), 'sandbox'],
+    // A link inside is taken along as a link: what it names is not looked through.
+    ['rm -r of a directory holding only a link to one with a prompted file', hostOp('delete', [['path', 'ws/holder', 'delete']]), 'sandbox'],
   ])('%s → %s', async (_label, request, verdict) => {
     for (const dir of ['ws/tree/sub', 'ws/keys', 'ws/plain/sub', 'ws/staged', 'ws/empty']) await fs.mkdir(at(dir), { recursive: true });
     await fs.writeFile(at('ws/staged/prod.json'), '{}');
+    await fs.mkdir(at('ws/holder'), { recursive: true });
+    await fs.symlink('../keys', at('ws/holder/link')).catch(() => undefined);
     await fs.writeFile(at('ws/tree/sub/secret.txt'), 's');
     await fs.writeFile(at('ws/keys/id.pem'), 'k');
     await fs.writeFile(at('ws/plain/sub/secret.txt'), 'p');

@@ -61,9 +61,23 @@ async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): P
   );
 }
 
+/**
+ * Every path under `dir`, its own links included as entries but never followed (what a
+ * move or copy takes along is the link, not what it names). Following them let a link to
+ * /usr keep the broker listing for minutes, and a link into a directory the command may
+ * not read put that directory's names in a denial.
+ */
 async function below(dir: string): Promise<string[]> {
-  const names = await readdir(dir, { recursive: true });
-  return names.map((name) => path.posix.join(dir, name));
+  const found: string[] = [];
+  const pending = [dir];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    for (const entry of await readdir(next, { withFileTypes: true })) {
+      const child = path.posix.join(next, entry.name);
+      found.push(child);
+      if (entry.isDirectory()) pending.push(child);
+    }
+  }
+  return found;
 }
 
 function withAccess(paths: string[], access: 'delete' | 'write'): Entries {
