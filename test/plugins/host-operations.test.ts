@@ -19,6 +19,8 @@ import {
   hostOperationsOptionsSchema,
   type HostOperationsOptions,
 } from '../../src/plugins/host-operations/index.js';
+import { copyFile } from '../../src/plugins/host-operations/copy.js';
+import { FsAt } from '../../src/plugins/host-operations/fs-at.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, type OperationPaths } from '../../src/requests/targets.js';
 
@@ -506,6 +508,13 @@ describe('copy', () => {
     await fs.mkdir(w('tree'));
     execFileSync('mkfifo', [w('tree', 'fifo')]);
     expectErrno(await run('copy', { from: w('tree', 'fifo'), to: w('copy') }), 'EINVAL');
+    expect(await exists(w('copy'))).toBe(false);
+  });
+
+  it('a source swapped for a FIFO after it was looked at is refused (EINVAL), never waited on', async () => {
+    execFileSync('mkfifo', [w('fifo')]);
+    // What the file copy meets when the name was a regular file at the lstat and is a FIFO by the open.
+    await expect(copyFile(new FsAt(), w('fifo'), w('copy'))).rejects.toMatchObject({ code: 'EINVAL' });
     expect(await exists(w('copy'))).toBe(false);
   });
 

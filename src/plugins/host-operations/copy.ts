@@ -58,8 +58,10 @@ async function linkText(here: string, source: string): Promise<string> {
   return text;
 }
 
-async function copyFile(fsAt: FsAt, from: string, to: string): Promise<void> {
-  const input = fsAt.open(from, constants.O_RDONLY);
+/** One regular file's bytes to `to` (exported for its tests: the caller has looked at `from` already). */
+export async function copyFile(fsAt: FsAt, from: string, to: string): Promise<void> {
+  // Non-blocking: the source may have been swapped for a FIFO since it was looked at (a regular file reads the same).
+  const input = fsAt.open(from, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const source = fstatSync(input);
     if (!source.isFile()) throw fsError('EINVAL', `${from} is not a regular file`);
