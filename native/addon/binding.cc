@@ -12,6 +12,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   bsh::RegisterKernelProbe(env, exports);
   bsh::RegisterSendWithFd(env, exports);
   bsh::RegisterPlainWalk(env, exports);
+  bsh::RegisterTerminal(env, exports);
   return exports;
 }
 

@@ -13,6 +13,7 @@ void RegisterFsAt(Napi::Env env, Napi::Object exports);             // fs-at.cc
 void RegisterKernelProbe(Napi::Env env, Napi::Object exports);      // kernel-probe.cc
 void RegisterSendWithFd(Napi::Env env, Napi::Object exports);       // send-fd.cc
 void RegisterPlainWalk(Napi::Env env, Napi::Object exports);        // plain-walk.cc
+void RegisterTerminal(Napi::Env env, Napi::Object exports);         // terminal.cc
 
 }  // namespace bsh
 

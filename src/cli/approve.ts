@@ -1,6 +1,7 @@
 import { createInterface } from 'node:readline';
 import type { ApprovalRequest } from '../agent/types.js';
 import type { PromptBlock } from '../plugins/approval.js';
+import { native } from '../native/loader.js';
 import { printable, type Io } from './output.js';
 
 /** `ACCESS PATH by OPERATION (reason)`, safe for one terminal line: a yes covers that operation only. */
@@ -35,11 +36,28 @@ export function isYes(answer: string | undefined): boolean {
   return answer !== undefined && /^\s*y(es)?\s*$/i.test(answer);
 }
 
+/** SGR reset and the main screen: a command's leftover styling (hidden text, colours) must not hide or dress up the question. */
+export const TERMINAL_RESET = '\x1b[0m\x1b[?1049l';
+
 /**
  * Ask on the terminal: the question on stderr, one line read from stdin. End of input
- * counts as no.
+ * counts as no. What was typed before the question is dropped first (`flush`, tcflush on
+ * the terminal): a `y` typed ahead, or drawn out by a command's own fake question, must
+ * not answer this one. If it cannot be dropped, nothing is asked and the answer is no.
  */
-export function askOnTerminal(io: Io, request: ApprovalRequest, input: NodeJS.ReadableStream = process.stdin): Promise<boolean> {
+export function askOnTerminal(
+  io: Io,
+  request: ApprovalRequest,
+  input: NodeJS.ReadableStream = process.stdin,
+  flush: () => void = () => native().flushTerminalInput(0),
+): Promise<boolean> {
+  process.stderr.write(TERMINAL_RESET);
+  try {
+    flush();
+  } catch (error) {
+    io.err(`brokered-shell: cannot clear what was typed before the question (${error instanceof Error ? error.message : String(error)}); not asking, the answer is no`);
+    return Promise.resolve(false);
+  }
   const lines = approvalQuestion(request);
   const last = lines.pop() ?? '';
   for (const line of lines) io.err(line);

@@ -86,6 +86,9 @@ export interface NativeBinding {
   walkPlain(path: string, allowMissingFinal?: boolean): number;
   /** The same answer by an lstat per component: what `walkPlain` does where openat2 is missing. */
   walkPlainByLstat(path: string, allowMissingFinal?: boolean): number;
+
+  /** tcflush(fd, TCIFLUSH): drops input typed on a terminal and not read yet (ENOTTY on anything else). */
+  flushTerminalInput(fd: number): void;
 }
 
 /** Every function name of the binding; the Record type makes the compiler check it is complete. */
@@ -108,6 +111,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   probeKernel: true,
   sendWithFd: true,
   walkPlain: true,
+  flushTerminalInput: true,
   walkPlainByLstat: true,
 };
 

@@ -1,6 +1,7 @@
+import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { commandWords, isExcluded, toInvocation } from '../../src/agent/command-line.js';
-import { approvalQuestion, isYes } from '../../src/cli/approve.js';
+import { approvalQuestion, askOnTerminal, isYes } from '../../src/cli/approve.js';
 
 describe('toInvocation', () => {
   it('a string is a bash script; with raw it is split on whitespace; an array is always raw', () => {
@@ -62,3 +63,31 @@ describe('run: the terminal question', () => {
     expect(lines).toEqual(['brokered-shell: the command needs approval for:', '  write /w/a\\nb by open (why)', 'Approve for this session and run it again? [y/N] ']);
   });
 });
+
+describe('askOnTerminal', () => {
+  const request = {
+    kind: 'paths' as const,
+    blocks: [{ path: '/w/a', normalisedPath: '/w/a', operation: 'open' as const, access: 'write' as const, sessionId: 's', toolCallIds: [], firstSeenAt: '', count: 1 }],
+  };
+
+  it('answers no without asking when what was typed before cannot be dropped', async () => {
+    const said: string[] = [];
+    const input = new PassThrough();
+    input.end('y\n');
+    const answer = await askOnTerminal({ out: () => undefined, err: (line) => void said.push(line) }, request, input, () => {
+      throw new Error('ENOTTY');
+    });
+    expect(answer).toBe(false);
+    expect(said).toEqual([expect.stringMatching(/cannot clear what was typed before the question .*ENOTTY.*the answer is no/)]);
+  });
+
+  it('reads the answer typed after the input was dropped', async () => {
+    const input = new PassThrough();
+    let flushed = false;
+    const answer = askOnTerminal({ out: () => undefined, err: () => undefined }, request, input, () => void (flushed = true));
+    input.end('yes\n');
+    expect(await answer).toBe(true);
+    expect(flushed).toBe(true);
+  });
+});
+

@@ -125,17 +125,26 @@ describe('run: approvals', () => {
   });
 });
 
-/** `run` under `script`, which gives it a terminal; `answer` is typed on it. */
-function onTerminal(session: string, command: string, answer: string): Promise<CliRun> {
+/**
+ * `run` under `script`, which gives it a terminal. Each answer is typed once the next
+ * `[y/N]` has appeared, as a person would (what is typed ahead of a question is dropped);
+ * a question with no answer left gets an empty line, which is no.
+ */
+function onTerminal(session: string, command: string, answers: readonly string[]): Promise<CliRun> {
   const line = [process.execPath, CLI, 'run', '--workspace', world.ws, '--session', session, '--policy', policy, '--', command]
     .map((word) => `'${word.replace(/'/g, `'\\''`)}'`)
     .join(' ');
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qec', line, '/dev/null'], { cwd: world.ws, env: worldEnv(world), stdio: ['pipe', 'pipe', 'pipe'] });
-    child.stdin.end(answer);
     const out: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => out.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => out.push(chunk));
+    let asked = 0;
+    const onOutput = (chunk: Buffer) => {
+      out.push(chunk);
+      const questions = Buffer.concat(out).toString('utf8').split('[y/N]').length - 1;
+      for (; asked < questions; asked += 1) child.stdin.write(answers[asked] ?? '\n');
+    };
+    child.stdout.on('data', onOutput);
+    child.stderr.on('data', onOutput);
     child.once('error', reject);
     child.once('close', (status, signal) => {
       const text = Buffer.concat(out).toString('utf8');
@@ -147,7 +156,7 @@ function onTerminal(session: string, command: string, answer: string): Promise<C
 describe('run: approvals on a terminal', () => {
   it('asks y/N listing the blocks; y approves and runs again', async () => {
     await writeOld(ws('ask-tty.txt'), 'original\n');
-    const result = await onTerminal('tty-yes', 'echo changed > ask-tty.txt', 'y\n');
+    const result = await onTerminal('tty-yes', 'echo changed > ask-tty.txt', ['y\n']);
     expect(result.status, describeRun(result)).toBe(0);
     expect(result.out).toContain('brokered-shell: the command needs approval for:');
     expect(result.out).toContain(`write ${ws('ask-tty.txt')} by open (asks first)`);
@@ -160,7 +169,7 @@ describe('run: approvals on a terminal', () => {
   it('asks again about what the rerun newly needs; refusing then keeps the first approval', async () => {
     await writeOld(ws('ask-tty-a.txt'), 'a\n');
     await writeOld(ws('ask-tty-b.txt'), 'b\n');
-    const result = await onTerminal('tty-rounds', 'echo A > ask-tty-a.txt && echo B > ask-tty-b.txt', 'y\nn\n');
+    const result = await onTerminal('tty-rounds', 'echo A > ask-tty-a.txt && echo B > ask-tty-b.txt', ['y\n', 'n\n']);
     expect(result.status, describeRun(result)).toBe(1);
     expect(result.out).toContain('brokered-shell: the command ran again and now also needs approval for:');
     expect(result.out).toContain(`brokered-shell: approved for this session: write ${ws('ask-tty-a.txt')}`);
@@ -169,9 +178,21 @@ describe('run: approvals on a terminal', () => {
     expect(await fs.readFile(ws('ask-tty-b.txt'), 'utf8')).toBe('b\n');
   });
 
+  it("a y typed before the question (here drawn out by the command's own fake question) does not answer it", async () => {
+    await writeOld(ws('ask-tty-ahead.txt'), 'original\n');
+    // The fake question gets the y; the command sleeps without reading it; the real question gets n.
+    const command = "printf 'Update 3 packages? [y/N] '; sleep 1; echo; echo changed > ask-tty-ahead.txt; exit 3";
+    const result = await onTerminal('tty-ahead', command, ['y\n', 'n\n']);
+    expect(result.status, describeRun(result)).toBe(3);
+    expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-ahead.txt')}`);
+    expect(await fs.readFile(ws('ask-tty-ahead.txt'), 'utf8')).toBe('original\n');
+    // The question starts from plain text, whatever styling the command left on.
+    expect(result.out).toContain(`\x1b[0m\x1b[?1049lbrokered-shell: the command needs approval for:`);
+  });
+
   it('anything but y refuses', async () => {
     await writeOld(ws('ask-tty-no.txt'), 'original\n');
-    const result = await onTerminal('tty-no', 'echo changed > ask-tty-no.txt; exit 4', 'nope\n');
+    const result = await onTerminal('tty-no', 'echo changed > ask-tty-no.txt; exit 4', ['nope\n']);
     expect(result.status, describeRun(result)).toBe(4);
     expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-no.txt')}`);
     expect(await fs.readFile(ws('ask-tty-no.txt'), 'utf8')).toBe('original\n');
