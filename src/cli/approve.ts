@@ -40,8 +40,8 @@ export function isYes(answer: string | undefined): boolean {
 export const TERMINAL_RESET = '\x1b[0m\x1b[?1049l';
 
 /**
- * Ask on the terminal: the question on stderr, one line read from stdin. End of input
- * counts as no. What was typed before the question is dropped first (`flush`, tcflush on
+ * Ask on the terminal: the question on stderr, one line read from stdin. End of input,
+ * Ctrl-C and SIGTERM count as no. What was typed before the question is dropped first (`flush`, tcflush on
  * the terminal): a `y` typed ahead, or drawn out by a command's own fake question, must
  * not answer this one. If it cannot be dropped, nothing is asked and the answer is no.
  */
@@ -65,12 +65,21 @@ export function askOnTerminal(
   return new Promise((resolve) => {
     const reader = createInterface({ input, terminal: false });
     let answered = false;
+    // Ctrl-C (or a SIGTERM) at the question is a no: run then commits the turn and ends, as it says it does.
+    const interrupted = () => {
+      process.stderr.write('\n');
+      reader.close();
+    };
+    process.once('SIGINT', interrupted);
+    process.once('SIGTERM', interrupted);
     reader.once('line', (line) => {
       answered = true;
       reader.close();
       resolve(isYes(line));
     });
     reader.once('close', () => {
+      process.off('SIGINT', interrupted);
+      process.off('SIGTERM', interrupted);
       if (!answered) resolve(false);
     });
   });

@@ -190,6 +190,15 @@ describe('run: approvals on a terminal', () => {
     expect(result.out).toContain(`\x1b[0m\x1b[?1049lbrokered-shell: the command needs approval for:`);
   });
 
+  it('Ctrl-C at the question refuses: the turn is committed and run ends with the command\'s status', async () => {
+    await writeOld(ws('ask-tty-int.txt'), 'original\n');
+    const result = await onTerminal('tty-int', 'echo changed > ask-tty-int.txt; exit 6', ['\x03']);
+    expect(result.status, describeRun(result)).toBe(6);
+    expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-int.txt')}`);
+    expect(await fs.readFile(ws('ask-tty-int.txt'), 'utf8')).toBe('original\n');
+    expect((await onlyTurn(world, 'tty-int')).committedAt).not.toBeNull();
+  });
+
   it('anything but y refuses', async () => {
     await writeOld(ws('ask-tty-no.txt'), 'original\n');
     const result = await onTerminal('tty-no', 'echo changed > ask-tty-no.txt; exit 4', ['nope\n']);
