@@ -41,9 +41,10 @@ export const TERMINAL_RESET = '\x1b[0m\x1b[?1049l';
 
 /**
  * Ask on the terminal: the question on stderr, one line read from stdin. End of input,
- * Ctrl-C and SIGTERM count as no. What was typed before the question is dropped first (`flush`, tcflush on
- * the terminal): a `y` typed ahead, or drawn out by a command's own fake question, must
- * not answer this one. If it cannot be dropped, nothing is asked and the answer is no.
+ * Ctrl-C and SIGTERM count as no. What was typed before the question is dropped first
+ * (`flush`, tcflush on the terminal): a `y` typed ahead, or drawn out by a command's own
+ * fake question, must not answer this one. If it cannot be dropped, nothing is asked and
+ * the answer is no.
  */
 export function askOnTerminal(
   io: Io,
