@@ -5,7 +5,7 @@ import { createSandboxSession, type SandboxSession } from '../agent/session.js';
 import type { Approver, ExecuteResult, ExecutionMode, RunningCommand } from '../agent/types.js';
 import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
-import type { Logger } from '../core/index.js';
+import { ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type PromptBlock } from '../plugins/approval.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
@@ -183,6 +183,8 @@ function collectDenials(session: SandboxSession): DenialSummary {
     if (record.ok || record.verdict === 'prompt') return;
     // A path that does not exist (or loops) failed as it would without the sandbox: no denial to report.
     if (pathProblemErrno(record.error) !== undefined) return;
+    // A move across file systems, or out of the temp dir: the program copies instead (mv does); nothing was refused.
+    if (record.error?.code === ErrorCodes.HOST_OP_FAILED && record.error.errno === 'EXDEV') return;
     const target = record.paths.find((p) => p.access !== 'read') ?? record.paths[0];
     const why = record.verdict === 'deny' ? (record.reason ?? record.error?.message) : (record.error?.message ?? record.reason);
     if (target) denied.add(target.access, target.normalisedPath ?? target.path, why ?? 'denied');

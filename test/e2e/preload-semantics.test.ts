@@ -165,6 +165,8 @@ except OSError as e:
   it('rename(2) fails with EXDEV, as the kernel says', async () => {
     expect(statuses.get('rename'), describeRun(result)).toBe(18);
     expect(await read(ws('xdev', 'b'))).toBe('stays\n');
+    // Nothing was refused: run lists no denial for it.
+    expect(result.stderr).not.toContain('denied');
   });
 
   it('so mv copies and deletes, each asked again: the move happens and the source is backed up', async () => {
