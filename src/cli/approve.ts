@@ -1,12 +1,16 @@
 import { createInterface } from 'node:readline';
 import type { ApprovalRequest } from '../agent/types.js';
+import type { PathKind } from '../core/index.js';
 import type { PromptBlock } from '../plugins/approval.js';
 import { native } from '../native/loader.js';
 import { printable, type Io } from './output.js';
 
-/** `ACCESS PATH by OPERATION (reason)`, safe for one terminal line: a yes covers that operation only. */
+const SOURCE_WORDS: Record<PathKind, string> = { file: 'a file', directory: 'a directory', symlink: 'a symlink', other: 'a special file', absent: 'a missing name' };
+
+/** `ACCESS PATH by OPERATION [of SOURCE] (reason)`, safe for one terminal line: a yes covers that operation (and source) only. */
 export function describeBlock(block: PromptBlock): string {
-  const by = block.operation === block.access ? '' : ` by ${block.operation}`;
+  const source = block.sourceKind === undefined ? '' : ` of ${SOURCE_WORDS[block.sourceKind]}`;
+  const by = block.operation === block.access ? '' : ` by ${block.operation}${source}`;
   return printable(`${block.access} ${block.normalisedPath}${by}${block.reason ? ` (${block.reason})` : ''}`);
 }
 
@@ -36,8 +40,12 @@ export function isYes(answer: string | undefined): boolean {
   return answer !== undefined && /^\s*y(es)?\s*$/i.test(answer);
 }
 
-/** SGR reset and the main screen: a command's leftover styling (hidden text, colours) must not hide or dress up the question. */
-export const TERMINAL_RESET = '\x1b[0m\x1b[?1049l';
+/**
+ * A command's leftover terminal state must not hide or garble the question: a soft reset
+ * (DECSTR), the main screen, the ASCII character set, no scroll region, plain text, a
+ * visible cursor, and the default colours and palette.
+ */
+export const TERMINAL_RESET = '\x1b[!p\x1b[?1049l\x1b(B\x0f\x1b[r\x1b[0m\x1b[?25h\x1b]110\x07\x1b]111\x07\x1b]104\x07';
 
 /**
  * Ask on the terminal: the question on stderr, one line read from stdin. End of input,

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TERMINAL_RESET } from '../../src/cli/approve.js';
 import {
   CLI,
   blobOf,
@@ -187,7 +188,7 @@ describe('run: approvals on a terminal', () => {
     expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-ahead.txt')}`);
     expect(await fs.readFile(ws('ask-tty-ahead.txt'), 'utf8')).toBe('original\n');
     // The question starts from plain text, whatever styling the command left on.
-    expect(result.out).toContain(`\x1b[0m\x1b[?1049lbrokered-shell: the command needs approval for:`);
+    expect(result.out).toContain(`${TERMINAL_RESET}brokered-shell: the command needs approval for:`);
   });
 
   it('Ctrl-C at the question refuses: the turn is committed and run ends with the command\'s status', async () => {

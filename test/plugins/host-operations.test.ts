@@ -568,6 +568,18 @@ describe('a temp dir the command changes without asking (volatileRoots)', () => 
     // Elsewhere, and inside it, as before.
     expectOk(await run('rename', { from: path.join(temp, 'one.txt'), to: path.join(temp, 'two.txt') }, {}, broker));
   });
+
+  it('a hard link from elsewhere into it fails with EXDEV: the file could be written there without asking', async () => {
+    const temp = w('temp');
+    await fs.mkdir(temp);
+    await fs.writeFile(w('kept.txt'), 'original');
+    const broker = makeBroker({ volatileRoots: [temp] });
+    expectErrno(await run('link', { from: w('kept.txt'), to: path.join(temp, 'alias') }, {}, broker), 'EXDEV');
+    expect(await exists(path.join(temp, 'alias'))).toBe(false);
+    expect((await fs.stat(w('kept.txt'))).nlink).toBe(1);
+    await fs.writeFile(path.join(temp, 'own'), 'x');
+    expectOk(await run('link', { from: path.join(temp, 'own'), to: path.join(temp, 'own-too') }, {}, broker));
+  });
 });
 
 describe('chmod', () => {

@@ -28,7 +28,8 @@ export const hostOperationsOptionsSchema = z.strictObject({
    * Directories the command changes without asking (its temp dir). A directory there can
    * change between the policy's look at what it holds and the operation, so a rename or a
    * recursive copy from there fails with EXDEV, as from another file system: the caller
-   * copies file by file, each asked about on its own.
+   * copies file by file, each asked about on its own. A hard link from elsewhere into
+   * them fails the same way: writes through that name would skip the broker.
    */
   volatileRoots: z.array(z.string().refine((p) => path.isAbsolute(p), 'must be an absolute path')).default([]),
 });
@@ -85,6 +86,7 @@ export class HostOperationsPlugin implements BrokerPlugin {
           if (!linkTarget) throw new BrokerError(ErrorCodes.BAD_REQUEST, 'a symbolic link needs its content (linkTarget)');
           this.#fs().symlink(linkTarget, to);
         } else {
+          this.#refuseIntoVolatile(target(r, 'from').resolved, to);
           this.#fs().link(target(r, 'from').resolved, to);
         }
         return {};
@@ -107,12 +109,22 @@ export class HostOperationsPlugin implements BrokerPlugin {
     }
   }
 
+  #volatileRootOf(file: string): string | undefined {
+    return this.#options.volatileRoots.find((dir) => file === dir || file.startsWith(`${dir.replace(/\/+$/, '')}/`));
+  }
+
   /** EXDEV for a source in a volatile root when the destination is not in one too. */
   #refuseVolatile(source: string, destination: string, what: string): void {
-    const rootOf = (file: string) => this.#options.volatileRoots.find((dir) => file === dir || file.startsWith(`${dir.replace(/\/+$/, '')}/`));
-    const root = rootOf(source);
-    if (root === undefined || rootOf(destination) !== undefined) return;
+    const root = this.#volatileRootOf(source);
+    if (root === undefined || this.#volatileRootOf(destination) !== undefined) return;
     throw fsError('EXDEV', `${what} out of ${root}, which the command changes without asking, is not done whole: copy its files one by one`);
+  }
+
+  /** EXDEV for a hard link from elsewhere into a volatile root: writes through that name would skip the broker (the kernel path's rule too). */
+  #refuseIntoVolatile(source: string, destination: string): void {
+    const root = this.#volatileRootOf(destination);
+    if (root === undefined || this.#volatileRootOf(source) !== undefined) return;
+    throw fsError('EXDEV', `a hard link into ${root} to a file from elsewhere would let writes there skip the broker`);
   }
 
   #fs(): FsAt {
