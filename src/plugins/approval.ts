@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Stage, type Access, type Broker, type BrokerPlugin, type Operation } from '../core/index.js';
+import { Stage, type Access, type Broker, type BrokerPlugin, type Operation, type PathKind } from '../core/index.js';
 import { parseOptions } from './options.js';
 
 /** A modification that needs a person's approval; the request itself was denied. */
@@ -7,6 +7,8 @@ export interface PromptBlock {
   path: string;
   normalisedPath: string;
   operation: Operation;
+  /** For a rename, copy or hard link: what its source was (a yes to moving a directory is not one to moving a link). */
+  sourceKind?: PathKind;
   access: Access;
   sessionId: string;
   toolCallIds: string[];
@@ -15,9 +17,9 @@ export interface PromptBlock {
   count: number;
 }
 
-/** What a block is about, as one string: blocks are merged per path, access and operation (a yes covers only what was asked). */
-export const blockKey = (block: Pick<PromptBlock, 'normalisedPath' | 'access' | 'operation'>): string =>
-  `${block.normalisedPath}\0${block.access}\0${block.operation}`;
+/** What a block is about, as one string: blocks are merged per path, access, operation and source (a yes covers only what was asked). */
+export const blockKey = (block: Pick<PromptBlock, 'normalisedPath' | 'access' | 'operation' | 'sourceKind'>): string =>
+  `${block.normalisedPath}\0${block.access}\0${block.operation}\0${block.sourceKind ?? ''}`;
 
 export const approvalOptionsSchema = z.strictObject({
   /** Bound on distinct blocks kept until the caller takes them (oldest dropped first). */
@@ -50,7 +52,8 @@ export class ApprovalPlugin implements BrokerPlugin {
       const target = resolved.targets.find((t) => t.role === decision.targetRole) ?? resolved.targets[0];
       if (!target) return;
       const { request } = resolved;
-      const key = blockKey({ normalisedPath: target.resolved, access: target.access, operation: request.operation });
+      const sourceKind = resolved.targets.find((t) => t.role === 'from')?.kind;
+      const key = blockKey({ normalisedPath: target.resolved, access: target.access, operation: request.operation, sourceKind });
       const existing = this.#blocks.get(key);
       if (existing) {
         existing.count += 1;
@@ -60,6 +63,7 @@ export class ApprovalPlugin implements BrokerPlugin {
           path: target.path,
           normalisedPath: target.resolved,
           operation: request.operation,
+          ...(sourceKind === undefined ? {} : { sourceKind }),
           access: target.access,
           sessionId: request.sessionId,
           toolCallIds: request.toolCallId ? [request.toolCallId] : [],

@@ -7,6 +7,7 @@ import {
   type Broker,
   type BrokerPlugin,
   type Operation,
+  type PathKind,
   type ResolvedRequest,
   type ResolvedTarget,
 } from '../core/index.js';
@@ -19,17 +20,19 @@ export interface SessionGrant {
   access: Access;
   /** The operation the person was asked about; absent: a caller granted the access for every operation. */
   operation?: Operation;
+  /** For a rename, copy or hard link: the kind of source the person was asked about. */
+  sourceKind?: PathKind;
   grantedAt: string;
   /** The tool calls whose prompt blocks led to the grant. */
   toolCallIds: string[];
 }
 
 /** What `grant` needs of a prompt block (its operation, when given, bounds the grant). */
-export type GrantableBlock = Pick<PromptBlock, 'normalisedPath' | 'access'> & Partial<Pick<PromptBlock, 'sessionId' | 'toolCallIds' | 'operation'>>;
+export type GrantableBlock = Pick<PromptBlock, 'normalisedPath' | 'access'> & Partial<Pick<PromptBlock, 'sessionId' | 'toolCallIds' | 'operation' | 'sourceKind'>>;
 
 /** A grant without an operation is stored under ANY_OPERATION. */
 const ANY_OPERATION = '*';
-const keyOf = (path: string, access: Access, operation: string) => `${access}\0${operation}\0${path}`;
+const keyOf = (path: string, access: Access, operation: string, sourceKind = '') => `${access}\0${operation}\0${sourceKind}\0${path}`;
 
 /**
  * Approvals a person gave during this session, remembered so the same question is not
@@ -41,8 +44,9 @@ const keyOf = (path: string, access: Access, operation: string) => `${access}\0$
  * another session: one instance serves one broker, and blocks of another session are
  * ignored.
  *
- * The operation counts: a yes to `mkdir .git` is not a yes to a symlink, a file or a
- * directory moved in at `.git`. A directory removed, moved or copied as a whole is
+ * The operation counts, and for a rename, copy or hard link what its source is: a yes to
+ * `mkdir .git` is not a yes to a symlink, a file or a directory moved in at `.git`, and a
+ * yes to moving an empty directory there is not a yes to moving a link or a file there. A directory removed, moved or copied as a whole is
  * judged by what is inside it, which can change after the approval; such a request that
  * takes a non-empty directory along (from the path, or to it) is not lifted by a grant
  * of the path: the policy decides it as usual.
@@ -60,7 +64,9 @@ export class SessionGrantsPlugin implements BrokerPlugin {
     this.#broker = broker;
     broker.hooks.evaluatePolicy.tapPromise({ name: this.name, stage: PolicyStage.SESSION_GRANTS }, async (target, resolved, context) => {
       const { operation } = resolved.request;
-      const grant = this.#grants.get(keyOf(target.resolved, target.access, operation)) ?? this.#grants.get(keyOf(target.resolved, target.access, ANY_OPERATION));
+      const sourceKind = resolved.targets.find((t) => t.role === 'from')?.kind;
+      const grant =
+        this.#grants.get(keyOf(target.resolved, target.access, operation, sourceKind)) ?? this.#grants.get(keyOf(target.resolved, target.access, ANY_OPERATION));
       if (!grant) return undefined;
       if (await reachesNonEmptyTree(target, resolved)) return undefined;
       context.log.debug(
@@ -78,7 +84,7 @@ export class SessionGrantsPlugin implements BrokerPlugin {
     for (const block of blocks) {
       if (sessionId !== undefined && block.sessionId !== undefined && block.sessionId !== sessionId) continue;
       if (!block.normalisedPath.startsWith('/')) continue;
-      const key = keyOf(block.normalisedPath, block.access, block.operation ?? ANY_OPERATION);
+      const key = block.operation === undefined ? keyOf(block.normalisedPath, block.access, ANY_OPERATION) : keyOf(block.normalisedPath, block.access, block.operation, block.sourceKind);
       const existing = this.#grants.get(key);
       const toolCallIds = block.toolCallIds ?? [];
       if (existing) {
@@ -89,6 +95,7 @@ export class SessionGrantsPlugin implements BrokerPlugin {
         path: block.normalisedPath,
         access: block.access,
         ...(block.operation === undefined ? {} : { operation: block.operation }),
+        ...(block.sourceKind === undefined ? {} : { sourceKind: block.sourceKind }),
         grantedAt: new Date().toISOString(),
         toolCallIds: [...toolCallIds],
       };
@@ -101,7 +108,7 @@ export class SessionGrantsPlugin implements BrokerPlugin {
 
   /** Whether `path` (resolved, absolute) has a grant for `access`: one that covers `operation`, or (without it) any grant at all. */
   has(path: string, access: Access, operation?: Operation): boolean {
-    if (operation !== undefined) return this.#grants.has(keyOf(path, access, operation)) || this.#grants.has(keyOf(path, access, ANY_OPERATION));
+    if (operation !== undefined) return [...this.#grants.values()].some((grant) => grant.path === path && grant.access === access && (grant.operation === undefined || grant.operation === operation));
     return [...this.#grants.values()].some((grant) => grant.path === path && grant.access === access);
   }
 

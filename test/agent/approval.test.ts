@@ -227,16 +227,26 @@ describe('a yes covers the operation the person was asked about', () => {
     // The broker calls a symlink's creation a link (to: the new name).
     ['a symlink made instead', 'mkdir -p prep/hooks && if [ -e .rerun ]; then ln -s prep .git; else touch .rerun; mkdir .git; fi', 'link'],
   ])('approving mkdir .git does not let the rerun put %s there', async (_label, command, operation) => {
+    await expectOnlyFirstApproved(command, 'write .git mkdir', `write .git ${operation}${operation === 'rename' ? ' directory' : ''}`);
+  });
+
+  it('approving an empty directory moved onto .git does not let the rerun move a link there', async () => {
+    const command = 'if [ ! -e .rerun ]; then touch .rerun; mkdir e; mv e .git; exit 0; fi; mkdir -p x/hooks; ln -s x y; mv y .git';
+    await expectOnlyFirstApproved(command, 'write .git rename directory', 'write .git rename symlink');
+  });
+
+  /** The person says yes to the first question only; the second must be asked, and nothing is planted. */
+  async function expectOnlyFirstApproved(command: string, first: string, second: string): Promise<void> {
     const world = await makeWorld('approve-operation');
     // The person approves the empty directory they were asked about, and nothing else.
     const approver = recordingApprover([true, false]);
     const { session } = await openSession(world, { approver, maxApprovalRounds: 3 });
     await session.beginTurn({ userMessage: 'make .git' });
     const result = await session.execute(command);
-    expect(approver.requests.map((r) => (r.kind === 'paths' ? r.blocks.map((b) => `${b.access} ${path.basename(b.normalisedPath)} ${b.operation}`) : []))).toEqual([
-      ['write .git mkdir'],
-      [`write .git ${operation}`],
-    ]);
+    const asked = approver.requests.map((r) =>
+      r.kind === 'paths' ? r.blocks.map((b) => `${b.access} ${path.basename(b.normalisedPath)} ${b.operation}${b.sourceKind ? ` ${b.sourceKind}` : ''}`) : [],
+    );
+    expect(asked).toEqual([[first], [second]]);
     expect(result.approval).toMatchObject({ approved: false, rounds: 2 });
     // No hooks arrived: .git is the empty directory that was approved, or not there at all.
     const made = await fs.lstat(path.join(world.ws, '.git')).catch(() => undefined);
@@ -245,5 +255,6 @@ describe('a yes covers the operation the person was asked about', () => {
       expect(await fs.readdir(path.join(world.ws, '.git'))).toEqual([]);
     }
     expect(await exists(path.join(world.ws, '.git', 'hooks', 'pre-commit'))).toBe(false);
-  });
+    expect((await fs.lstat(path.join(world.ws, '.git')).catch(() => undefined))?.isSymbolicLink() ?? false).toBe(false);
+  }
 });

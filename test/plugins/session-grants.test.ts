@@ -116,7 +116,7 @@ describe('SessionGrantsPlugin', () => {
     writeFileSync(path.join(full, 'pre-commit'), 'x');
     const target = path.join(temp, 'hooks.pem');
     const { broker, grants } = setup('directory');
-    grants.grant([{ normalisedPath: target, access: 'write', operation: 'rename' }]);
+    grants.grant([{ normalisedPath: target, access: 'write', operation: 'rename', sourceKind: 'directory' }]);
     const moveOnto = (from: string) =>
       writeRequest(target, {
         action: 'check',
