@@ -46,10 +46,11 @@ const keyOf = (path: string, access: Access, operation: string, sourceKind = '')
  *
  * The operation counts, and for a rename, copy or hard link what its source is: a yes to
  * `mkdir .git` is not a yes to a symlink, a file or a directory moved in at `.git`, and a
- * yes to moving an empty directory there is not a yes to moving a link or a file there. A directory removed, moved or copied as a whole is
- * judged by what is inside it, which can change after the approval; such a request that
- * takes a non-empty directory along (from the path, or to it) is not lifted by a grant
- * of the path: the policy decides it as usual.
+ * yes to moving an empty directory there is not a yes to moving a link or a file there.
+ * A directory removed, moved or copied as a whole is judged by what is inside it, which
+ * can change after the approval; such a request that takes a non-empty directory along
+ * (from the path, or to it) is not lifted by a grant of the path: the policy decides it
+ * as usual.
  */
 export class SessionGrantsPlugin implements BrokerPlugin {
   static readonly PLUGIN_NAME = 'session-grants';
