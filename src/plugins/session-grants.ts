@@ -11,6 +11,7 @@ import {
   type ResolvedRequest,
   type ResolvedTarget,
 } from '../core/index.js';
+import { takenTree } from '../requests/taken-tree.js';
 import type { PromptBlock } from './approval.js';
 
 /** One (path, access, operation) a person approved in this session. */
@@ -119,16 +120,10 @@ export class SessionGrantsPlugin implements BrokerPlugin {
   }
 }
 
-/** Whether the request takes a directory's contents with it (see file-safety's tree check). */
+/** Whether the request takes a non-empty directory along (see takenTree, which file-safety's tree check asks too). */
 async function reachesNonEmptyTree(target: ResolvedTarget, resolved: ResolvedRequest): Promise<boolean> {
-  const { operation, options } = resolved.request;
-  if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) return target.kind === 'directory' && notEmpty(target.resolved);
-  if (target.role === 'to' && (operation === 'rename' || (operation === 'copy' && options.recursive === true))) {
-    // A tree copy writes the source's entries under the destination; a directory moved in brings them.
-    const from = resolved.targets.find((t) => t.role === 'from');
-    return from?.kind === 'directory' ? notEmpty(from.resolved) : false;
-  }
-  return false;
+  const taken = takenTree(target, resolved);
+  return taken !== undefined && notEmpty(taken.dir);
 }
 
 async function notEmpty(dir: string): Promise<boolean> {

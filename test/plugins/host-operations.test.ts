@@ -560,6 +560,9 @@ describe('a temp dir the command changes without asking (volatileRoots)', () => 
     expectErrno(await run('rename', { from: path.join(temp, 'tree'), to: w('moved') }, {}, broker), 'EXDEV');
     expectErrno(await run('rename', { from: path.join(temp, 'one.txt'), to: w('moved.txt') }, {}, broker), 'EXDEV');
     expectErrno(await run('copy', { from: path.join(temp, 'tree'), to: w('copied') }, { recursive: true }, broker), 'EXDEV');
+    // A name that only starts with two dots is inside it too.
+    await fs.mkdir(path.join(temp, '..dotted'));
+    expectErrno(await run('rename', { from: path.join(temp, '..dotted'), to: w('dotted') }, {}, broker), 'EXDEV');
     expect(await exists(w('moved'))).toBe(false);
     expect(await exists(w('moved.txt'))).toBe(false);
     expect(await exists(w('copied'))).toBe(false);

@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
+import { takenTree } from '../../requests/taken-tree.js';
 import { normaliseForRuleMatch } from '../path-resolution/index.js';
 import { evaluateMandatory } from './mandatory.js';
 import { VERDICT_SEVERITY, evaluateRules } from './evaluate.js';
@@ -44,21 +45,12 @@ type Entries = string[] & { access: 'delete' | 'write' };
 
 /** The paths a whole-directory operation reaches, and how it reaches them. */
 async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): Promise<Entries | undefined> {
-  const { operation, options } = resolved.request;
-  if (operation === 'delete' || (operation === 'rename' && target.role === 'from')) {
-    return target.kind === 'directory' ? withAccess(await below(target.resolved), 'delete') : undefined;
-  }
-  // The files a tree copy writes, or a directory moved in brings: the source's relative
-  // paths under the destination (which need not exist yet).
-  const bringsTree = (operation === 'copy' && options.recursive) || operation === 'rename';
-  if (!bringsTree || target.role !== 'to') return undefined;
-  const from = resolved.targets.find((t) => t.role === 'from');
-  if (from?.kind !== 'directory') return undefined;
-  const sources = await below(from.resolved);
-  return withAccess(
-    sources.map((source) => path.posix.join(target.resolved, path.posix.relative(from.resolved, source))),
-    'write',
-  );
+  const taken = takenTree(target, resolved);
+  if (!taken) return undefined;
+  const entries = await below(taken.dir);
+  // Moved in or copied: each entry's relative path under the destination.
+  const landed = taken.landsUnder === taken.dir ? entries : entries.map((entry) => path.posix.join(taken.landsUnder, path.posix.relative(taken.dir, entry)));
+  return withAccess(landed, taken.access);
 }
 
 /**

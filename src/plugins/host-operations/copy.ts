@@ -45,9 +45,10 @@ async function copyEntry(fsAt: FsAt, source: string, here: string, to: string, r
   }
 }
 
-function isWithin(child: string, parent: string): boolean {
+/** `child` is `parent` or beneath it (a name that merely starts with `..`, like `..cache`, is beneath). */
+export function isWithin(child: string, parent: string): boolean {
   const rel = relative(parent, child);
-  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+  return rel === '' || (rel !== '..' && !rel.startsWith('../') && !isAbsolute(rel));
 }
 
 async function linkText(here: string, source: string): Promise<string> {

@@ -14,7 +14,7 @@ import {
   type ResolvedTarget,
 } from '../../core/index.js';
 import { parseOptions } from '../options.js';
-import { copyPath } from './copy.js';
+import { copyPath, isWithin } from './copy.js';
 import { deletePath } from './delete.js';
 import { FsAt, fsError } from './fs-at.js';
 import { makeDirectories } from './mkdir.js';
@@ -110,7 +110,7 @@ export class HostOperationsPlugin implements BrokerPlugin {
   }
 
   #volatileRootOf(file: string): string | undefined {
-    return this.#options.volatileRoots.find((dir) => file === dir || file.startsWith(`${dir.replace(/\/+$/, '')}/`));
+    return this.#options.volatileRoots.find((dir) => isWithin(file, dir));
   }
 
   /** EXDEV for a source in a volatile root when the destination is not in one too. */
