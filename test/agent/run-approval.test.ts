@@ -129,11 +129,13 @@ describe('run: approvals', () => {
 /**
  * `run` under `script`, which gives it a terminal. Each answer is typed once the next
  * `[y/N]` has appeared, as a person would (what is typed ahead of a question is dropped);
- * a question with no answer left gets an empty line, which is no.
+ * a question with no answer left gets an empty line, which is no. `script` runs the line
+ * with `$SHELL -c`; `exec` leaves no shell between it and `run`, since a shell such as
+ * dash that waits for `run` would itself die of a Ctrl-C typed at the question.
  */
 function onTerminal(session: string, command: string, answers: readonly string[]): Promise<CliRun> {
-  const line = [process.execPath, CLI, 'run', '--workspace', world.ws, '--session', session, '--policy', policy, '--', command]
-    .map((word) => `'${word.replace(/'/g, `'\\''`)}'`)
+  const line = ['exec', process.execPath, CLI, 'run', '--workspace', world.ws, '--session', session, '--policy', policy, '--', command]
+    .map((word) => (word === 'exec' ? word : `'${word.replace(/'/g, `'\\''`)}'`))
     .join(' ');
   return new Promise((resolve, reject) => {
     const child = spawn('script', ['-qec', line, '/dev/null'], { cwd: world.ws, env: worldEnv(world), stdio: ['pipe', 'pipe', 'pipe'] });
