@@ -55,6 +55,13 @@ beforeAll(async () => {
     'ws/.git/refs/heads/main',
     'ws/.git/logs/HEAD',
     'ws/sub/.git/config',
+    'ws/.git/worktrees/wt/gitdir',
+    'ws/bare/HEAD',
+    'ws/bare/config',
+    'ws/bare/objects/ab/cdef',
+    'ws/bare/hooks/pre-commit',
+    'ws/plain/config',
+    'ws/plain/hooks/useThing.ts',
     'outside/target.txt',
     'outside/allowed.txt',
     'home/.bashrc',
@@ -243,6 +250,19 @@ describe('mandatory protections', () => {
     ['git config at any depth', {}, 'write', 'ws/sub/.git/config', 'prompt'],
     ['replacing a whole .git', {}, 'delete', 'ws/.git', 'prompt'],
     ['git hooks even with a rule granting .git', { rules: [{ pattern: '.git/**', decision: 'sandbox' }] }, 'write', 'ws/.git/hooks/pre-commit', 'prompt'],
+    ['a commondir, which moves config and hooks elsewhere', {}, 'write', 'ws/.git/commondir', 'prompt'],
+    ["a worktree's commondir", {}, 'write', 'ws/.git/worktrees/wt/commondir', 'prompt'],
+    ["a worktree's config", {}, 'write', 'ws/.git/worktrees/wt/config.worktree', 'prompt'],
+    ['a HEAD outside .git makes a git directory', {}, 'write', 'ws/docs/HEAD', 'prompt'],
+    ['even with a rule granting it', { rules: [{ pattern: '**', decision: 'sandbox' }] }, 'write', 'ws/docs/HEAD', 'prompt'],
+    ['removing a HEAD outside .git unmakes one', {}, 'delete', 'ws/bare/HEAD', 'sandbox'],
+    ["a bare repository's config", {}, 'write', 'ws/bare/config', 'prompt'],
+    ["a bare repository's new hook", {}, 'write', 'ws/bare/hooks/post-checkout', 'prompt'],
+    ["a bare repository's hooks directory", {}, 'delete', 'ws/bare/hooks', 'prompt'],
+    ["a bare repository's commondir", {}, 'write', 'ws/bare/commondir', 'prompt'],
+    ["a bare repository's objects", {}, 'write', 'ws/bare/objects/ab/new-object', 'sandbox'],
+    ['a config in a folder without HEAD', {}, 'write', 'ws/plain/config', 'sandbox'],
+    ['a hooks folder of source code', {}, 'write', 'ws/plain/hooks/useThing.ts', 'sandbox'],
     ['the backup store', {}, 'write', 'home/.brokered-shell/workspace/blob', 'deny'],
     ['the backup store with a grant rule', grantHome, 'write', 'home/.brokered-shell/workspace/new', 'deny'],
     ['deleting the backup store', grantHome, 'delete', 'home/.brokered-shell', 'deny'],
@@ -524,8 +544,34 @@ describe('literalRuns: the text every match of a glob contains', () => {
     const [git] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-hooks-config');
     const covered = ['/w/.git/hooks', '/w/.git/hooks/pre-commit', '/w/.git/config', '/w/a/.git/modules/m/hooks/x', '/w/.git/modules/a/b/config'];
     const notCovered = ['/w/.git/HEAD', '/w/git/hooks', '/w/.gitx/hooks', '/w/x.git/hooks', '/w/.git\\hooks', '/w/.git/objects/ab/tmp_obj_x'];
-    for (const form of covered) expect([form, git?.covers(form)]).toEqual([form, true]);
-    for (const form of notCovered) expect([form, git?.covers(form)]).toEqual([form, false]);
+    for (const form of covered) expect([form, git?.covers(form, 'write')]).toEqual([form, true]);
+    for (const form of notCovered) expect([form, git?.covers(form, 'write')]).toEqual([form, false]);
+  });
+
+  it('covers every commondir and worktree config in .git, and nothing else new', () => {
+    const [git] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-hooks-config');
+    const covered = ['/w/.git/commondir', '/w/.git/config.worktree', '/w/.git/worktrees/wt/commondir', '/w/.git/worktrees/wt/config.worktree', '/w/.git/modules/m/commondir'];
+    const notCovered = ['/w/.git/worktrees/wt/HEAD', '/w/.git/worktrees/wt/gitdir', '/w/commondir', '/w/.git/commondir2', '/w/.git/info/exclude'];
+    for (const form of covered) expect([form, git?.covers(form, 'write')]).toEqual([form, true]);
+    for (const form of notCovered) expect([form, git?.covers(form, 'write')]).toEqual([form, false]);
+  });
+
+  it('takes a HEAD written outside .git for a new git directory, by name alone', () => {
+    const [head] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-head');
+    const writes = ['/w/docs/HEAD', '/w/x.git/HEAD', '/HEAD', 'HEAD', '~/HEAD'];
+    const notWrites = ['/w/.git/HEAD', '/w/.git/worktrees/wt/HEAD', '/w/a/.git/modules/m/HEAD', '/w/docs/HEADS', '/w/docs/ORIG_HEAD', '/w/docs/head', '/w/HEAD/x'];
+    for (const form of writes) expect([form, head?.covers(form, 'write'), head?.covers(form, 'delete')]).toEqual([form, true, false]);
+    for (const form of notWrites) expect([form, head?.covers(form, 'write')]).toEqual([form, false]);
+  });
+
+  it("looks for a HEAD beside a config, commondir or hooks: there, they are a git directory's", () => {
+    const [files] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-files');
+    const covered = ['ws/bare/config', 'ws/bare/config.worktree', 'ws/bare/commondir', 'ws/bare/hooks', 'ws/bare/hooks/pre-commit', 'ws/bare/hooks/new/deeper'];
+    const notCovered = ['ws/bare/HEAD', 'ws/bare/objects/ab/cdef', 'ws/bare/config/x', 'ws/bare/description', 'ws/plain/config', 'ws/plain/hooks/useThing.ts', 'ws/missing/config', 'ws/a.txt/config'];
+    for (const relative of covered) expect([relative, files?.covers(at(relative), 'delete')]).toEqual([relative, true]);
+    for (const relative of notCovered) expect([relative, files?.covers(at(relative), 'write')]).toEqual([relative, false]);
+    // Inside .git the patterns above decide; a rule form is not looked up.
+    expect([files?.covers(at('ws/.git/config'), 'write'), files?.covers('~/bare/config', 'write')]).toEqual([false, false]);
   });
 });
 

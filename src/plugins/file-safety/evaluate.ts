@@ -14,8 +14,8 @@ function stricter(a: Decision, b: Decision | undefined): Decision {
 }
 
 /**
- * Built-in protections (shell startup files, git hooks and config, the broker's own
- * files). A configured rule can only make them stricter (a deny rule on `~/.bashrc`
+ * Built-in protections (shell startup files, what git takes commands from, the broker's
+ * own files). A configured rule can only make them stricter (a deny rule on `~/.bashrc`
  * still denies); a rule that grants them is never reached.
  */
 export function evaluateMandatoryStage(
@@ -128,8 +128,9 @@ export function policyTargetFor<T extends PolicyTarget & { role?: string; kind?:
 
 /**
  * The whole file-safety policy for one target, as the plugin's three taps decide it:
- * mandatory protections, then rules, then the defaults. Pure: the same target, request
- * and policy always give the same decision.
+ * mandatory protections, then rules, then the defaults. The same target, request and
+ * policy always give the same decision, but for one look at the disk: whether a config's
+ * or hooks' folder holds a HEAD (then it is a git directory).
  */
 export function evaluateFileSafety(
   input: PolicyTarget & { role?: string },

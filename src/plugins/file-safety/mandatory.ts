@@ -1,3 +1,4 @@
+import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import type { Decision } from '../../core/index.js';
 import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
@@ -26,23 +27,28 @@ export const GLOBAL_GIT_CONFIG: readonly string[] = Object.freeze(['.gitconfig',
 
 /**
  * Repository files that make git run code (hooks, and config that can name commands),
- * at any depth, including submodules' git directories. Everything else in `.git`
+ * at any depth, including submodules' and worktrees' git directories. `commondir` names
+ * the directory git then takes config and hooks from instead. Everything else in `.git`
  * (objects, refs, index, HEAD, logs) stays with the normal rules so git can commit.
  */
 export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
   '.git/hooks',
   '.git/config',
-  '.git/config.worktree',
   '.git/modules/**/hooks',
   '.git/modules/**/config',
+  '.git/**/config.worktree',
+  '.git/**/commondir',
 ]);
+
+/** In a git directory, the names git takes config and hooks from (see GIT_PROTECTED_PATTERNS). */
+const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks']);
 
 export interface Protection {
   readonly id: string;
   readonly verdict: 'prompt' | 'deny';
   readonly reason: string;
-  /** The path is protected, or beneath something protected. */
-  covers(form: string): boolean;
+  /** The path is protected (for this access), or beneath something protected. */
+  covers(form: string, access: 'write' | 'delete'): boolean;
   /**
    * The path is a directory above something protected: deleting, renaming or replacing
    * it changes what is protected just as well.
@@ -76,6 +82,55 @@ function anyDepth(id: string, reason: string, patterns: readonly string[]): Prot
   };
 }
 
+/**
+ * Git takes any folder holding a valid `HEAD` (with `objects` and `refs`) for a
+ * repository, a bare one, and obeys its config and hooks when run there: a `docs/HEAD`
+ * makes `git status` in `docs` run `docs/config`'s fsmonitor. Writing a `HEAD` outside
+ * `.git` therefore needs approval (removing one does not: that unmakes a repository).
+ */
+function gitDirectoryHead(): Protection {
+  return {
+    id: 'git-directory-head',
+    verdict: 'prompt',
+    reason: "the HEAD of a git directory: git run in its folder would obey that folder's config and hooks",
+    covers: (form, access) => access === 'write' && path.posix.basename(form) === 'HEAD' && !form.split('/').includes('.git'),
+    holds: () => false,
+    samples: (bases) => bases.map((base) => `${base}/HEAD`),
+  };
+}
+
+/**
+ * A folder that already holds a `HEAD` (a bare repository in the workspace, or one a
+ * person approved making) is a git directory: its config, hooks and commondir protect
+ * like `.git`'s. Whether the `HEAD` is there is looked up, once per candidate name; a
+ * look that fails for another reason than absence counts as there.
+ */
+function gitDirectoryFiles(): Protection {
+  const holdsHead = (dir: string) => {
+    try {
+      lstatSync(`${dir}/HEAD`);
+      return true;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      return code !== 'ENOENT' && code !== 'ENOTDIR';
+    }
+  };
+  return {
+    id: 'git-directory-files',
+    verdict: 'prompt',
+    reason: 'a git hook or git configuration (its folder holds a HEAD, so git takes it for a repository)',
+    covers: (form) => {
+      if (!form.startsWith('/')) return false;
+      const parts = form.split('/');
+      if (parts.includes('.git')) return false;
+      // `hooks` protects what lies beneath it; the other names are files.
+      return parts.some((name, at) => at > 1 && GIT_DIR_CODE_NAMES.has(name) && (name === 'hooks' || at === parts.length - 1) && holdsHead(parts.slice(0, at).join('/')));
+    },
+    holds: () => false,
+    samples: () => [],
+  };
+}
+
 export interface ProtectionInputs {
   /** Every form of home (as given, real path). */
   readonly homes: readonly string[];
@@ -90,6 +145,8 @@ export function buildProtections(inputs: ProtectionInputs): Protection[] {
     literal('shell-startup', 'prompt', 'a shell startup file', underHome(SHELL_STARTUP_FILES)),
     literal('git-global-config', 'prompt', "git's global configuration", underHome(GLOBAL_GIT_CONFIG)),
     anyDepth('git-hooks-config', 'a git hook or git configuration', GIT_PROTECTED_PATTERNS),
+    gitDirectoryHead(),
+    gitDirectoryFiles(),
   ];
   if (inputs.protectedPaths.length > 0) {
     protections.push(literal('broker-files', 'deny', "the broker's own files", inputs.protectedPaths));
@@ -104,12 +161,13 @@ const RANK = { prompt: 1, deny: 2 } as const;
  * path. The strictest protection that applies decides.
  */
 export function evaluateMandatory(target: PolicyTarget, forms: TargetForms, protections: readonly Protection[]): Decision | undefined {
-  if (target.access === 'read') return undefined;
+  const access = target.access;
+  if (access === 'read') return undefined;
   let found: { protection: Protection; form: string; holds: boolean } | undefined;
   for (const protection of protections) {
     if (found && RANK[found.protection.verdict] >= RANK[protection.verdict]) continue;
     for (const form of forms.all) {
-      const covered = protection.covers(form);
+      const covered = protection.covers(form, access);
       if (covered || protection.holds(form)) {
         found = { protection, form, holds: !covered };
         break;

@@ -1,0 +1,93 @@
+/**
+ * Git obeys config and hooks from more places than `.git/config` and `.git/hooks`: a
+ * `.git/commondir` sends it to another directory for both, and any folder holding a
+ * `HEAD` is a repository of its own when git runs there. A command in the sandbox must
+ * not set up either without a person's approval; the person's own git run afterwards,
+ * outside the sandbox, then runs nothing the command planted.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { describeRun, makeWorld, removeWorld, run, type World } from './run-helpers.js';
+
+const IDENTITY = { GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@example.com', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@example.com' };
+let world: World | undefined;
+afterEach(() => removeWorld(world));
+
+/** git as the person runs it later, outside the sandbox; its status and what it printed. */
+function personRunsGit(cwd: string, args: readonly string[]): { status: number; out: string } {
+  try {
+    return { status: 0, out: execFileSync('git', args, { cwd, env: { ...process.env, ...IDENTITY }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+  } catch (error) {
+    const failed = error as { status?: number; stdout?: string; stderr?: string };
+    return { status: failed.status ?? -1, out: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return fs.lstat(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function repository(prefix: string): Promise<World> {
+  const made = await makeWorld(prefix);
+  personRunsGit(made.ws, ['init', '-q', '.']);
+  personRunsGit(made.ws, ['commit', '-q', '--allow-empty', '-m', 'one']);
+  return made;
+}
+
+/** An fsmonitor that leaves a mark where git runs it. */
+const FSMONITOR_CONFIG = `printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch planted-ran; false"\\n'`;
+
+describe('git directories beyond .git/config and .git/hooks', () => {
+  it('a .git/commondir pointing at a prepared directory needs approval; without it, git runs nothing planted', async () => {
+    world = await repository('git-commondir');
+    // The common dir needs no HEAD: git takes it from .git and the rest from there.
+    const command = [
+      'mkdir common',
+      'cp -r .git/objects .git/refs common/',
+      `${FSMONITOR_CONFIG} > common/config`,
+      'echo ../common > .git/commondir',
+    ].join(' && ');
+    const result = await run(world, command, { session: 'commondir' });
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(world.ws, '.git', 'commondir')}`);
+    expect(await exists(path.join(world.ws, '.git', 'commondir'))).toBe(false);
+    expect(personRunsGit(world.ws, ['status', '--short']).status).toBe(0);
+    expect(await exists(path.join(world.ws, 'planted-ran'))).toBe(false);
+  });
+
+  it('a bare repository made in a subfolder needs approval for its HEAD; without it, the folder is no repository', async () => {
+    world = await repository('git-bare-new');
+    const docs = path.join(world.ws, 'docs');
+    const result = await run(world, `git init -q --bare docs; ${FSMONITOR_CONFIG} >> docs/config`, { session: 'bare-new' });
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(docs, 'HEAD')}`);
+    expect(await exists(path.join(docs, 'HEAD'))).toBe(false);
+    // git in docs finds the workspace's repository, not one of the command's.
+    const found = personRunsGit(docs, ['rev-parse', '--absolute-git-dir']);
+    expect(found.out.trim(), found.out).toBe(path.join(await fs.realpath(world.ws), '.git'));
+    expect(personRunsGit(docs, ['status', '--short']).status).toBe(0);
+    expect(await exists(path.join(docs, 'planted-ran'))).toBe(false);
+  });
+
+  it("an existing bare repository's config and hooks need approval, like .git's", async () => {
+    world = await repository('git-bare-existing');
+    const docs = path.join(world.ws, 'docs');
+    personRunsGit(world.ws, ['init', '-q', '--bare', 'docs']);
+    const configBefore = await fs.readFile(path.join(docs, 'config'), 'utf8');
+    const command = `${FSMONITOR_CONFIG} >> docs/config; printf '#!/bin/sh\\ntouch hook-ran\\n' > docs/hooks/post-checkout; exit 0`;
+    const result = await run(world, command, { session: 'bare-existing' });
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(docs, 'config')}`);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(docs, 'hooks', 'post-checkout')}`);
+    expect(await fs.readFile(path.join(docs, 'config'), 'utf8')).toBe(configBefore);
+    expect(await exists(path.join(docs, 'hooks', 'post-checkout'))).toBe(false);
+    // Its objects and refs stay the command's to change, as .git's are.
+    const fetched = await run(world, 'git -C docs fetch -q .. HEAD:refs/heads/main && git -C docs rev-parse -q --verify main', { session: 'bare-existing' });
+    expect(fetched.status, describeRun(fetched)).toBe(0);
+  });
+});
