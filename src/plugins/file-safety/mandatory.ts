@@ -92,7 +92,7 @@ function gitDirectoryHead(): Protection {
   return {
     id: 'git-directory-head',
     verdict: 'prompt',
-    reason: "the HEAD of a git directory: git run in its folder would obey that folder's config and hooks",
+    reason: 'the HEAD of a git directory: git run in its folder would then obey the config and hooks already in it',
     covers: (form, access) => access === 'write' && path.posix.basename(form) === 'HEAD' && !form.split('/').includes('.git'),
     holds: () => false,
     samples: (bases) => bases.map((base) => `${base}/HEAD`),
