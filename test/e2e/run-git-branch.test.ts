@@ -9,9 +9,9 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { brokeredShell, describeRun, makeWorld, removeWorld, type World } from './run-helpers.js';
+import { GIT_IDENTITY, brokeredShell, describeRun, makeWorld, removeWorld, type World } from './run-helpers.js';
 
-const IDENTITY = { GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@example.com', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@example.com' };
+const IDENTITY = GIT_IDENTITY;
 let world: World | undefined;
 afterEach(() => removeWorld(world));
 

@@ -19,6 +19,9 @@ if (!existsSync(path.join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
 
 export { CLI, REPO_ROOT };
 
+/** A committer for git runs in tests, so no run depends on the machine's git config. */
+export const GIT_IDENTITY = { GIT_AUTHOR_NAME: 'a', GIT_AUTHOR_EMAIL: 'a@example.com', GIT_COMMITTER_NAME: 'a', GIT_COMMITTER_EMAIL: 'a@example.com' };
+
 export const sha256 = (bytes: string | Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /** One test's world: every directory realpath'd (manifests and the supervisor use resolved paths). */
