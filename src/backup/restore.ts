@@ -673,7 +673,7 @@ async function writeFile(ctx: RestoreContext, entry: BackupEntry): Promise<Writt
       // chown first: it clears setuid/setgid and file capabilities, which xattrs and chmod then set.
       if (isRoot()) await handle.chown(entry.uid, entry.gid);
       // xattrs before chmod: a non-root owner cannot set user.* xattrs on a read-only file.
-      xattrs = restoreXattrs(ctx.xattrs, tmp, entry.xattrs, []);
+      xattrs = restoreXattrs(ctx.xattrs, tmp, entry.xattrs, presentXattrs(ctx.xattrs, tmp));
       await handle.chmod(entry.mode);
     } finally {
       await handle.close();
@@ -721,7 +721,12 @@ async function writeSpecial(ctx: RestoreContext, entry: SpecialEntry): Promise<W
     if (isRoot()) spec.owner = { uid: entry.uid, gid: entry.gid };
     // xattrs other than user.* (ACLs, trusted.*) are what a special file can carry; setting them needs the addon.
     if (entry.xattrs) spec.xattrs = entry.xattrs;
-    return { identity: makeNode(tmp, spec), xattrs: entry.xattrs === null ? 'not-recorded' : 'restored' };
+    const identity = makeNode(tmp, spec);
+    // The node may have inherited its directory's default ACL: only what was recorded stays.
+    const extra = entry.xattrs === null ? [] : presentXattrs(ctx.xattrs, tmp).filter((name) => !(name in (entry.xattrs ?? {})));
+    if (extra.length > 0 && !ctx.xattrs?.remove) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `cannot remove the xattrs ${extra.join(', ')} ${entry.path} inherited`);
+    for (const name of extra) ctx.xattrs?.remove?.(tmp, name);
+    return { identity, xattrs: entry.xattrs === null ? 'not-recorded' : 'restored' };
   });
 }
 
@@ -756,7 +761,7 @@ async function restoreDirectory(ctx: RestoreContext, entry: DirectoryEntry, setT
   let xattrs: Written['xattrs'];
   try {
     if (isRoot()) await handle.chown(entry.uid, entry.gid);
-    const present = entry.xattrs === null ? [] : Object.keys(readXattrs(ctx.xattrs, entry.path) ?? {});
+    const present = entry.xattrs === null ? [] : presentXattrs(ctx.xattrs, entry.path);
     xattrs = restoreXattrs(ctx.xattrs, entry.path, entry.xattrs, present);
     await handle.chmod(entry.mode);
   } finally {
@@ -766,8 +771,10 @@ async function restoreDirectory(ctx: RestoreContext, entry: DirectoryEntry, setT
 }
 
 /**
- * Set the recorded xattrs; remove those in `present` that were not recorded (a fresh temp
- * file has none; a directory kept in place may have gained some).
+ * Set the recorded xattrs; remove those in `present` that were not recorded: a directory
+ * kept in place may have gained some, and a fresh temp file inherits its directory's
+ * default ACL (`system.posix_acl_access`), which a command may have set to let others
+ * read what is restored there.
  */
 function restoreXattrs(access: XattrAccess | undefined, file: string, recorded: Record<string, string> | null, present: string[]): Written['xattrs'] {
   if (recorded === null) return 'not-recorded';
@@ -777,6 +784,11 @@ function restoreXattrs(access: XattrAccess | undefined, file: string, recorded: 
   for (const name of extra) access.remove?.(file, name);
   for (const [name, value] of Object.entries(recorded)) access.set(file, name, Buffer.from(value, 'base64'));
   return 'restored';
+}
+
+/** The names of the xattrs `file` has now (none on a file system without them). */
+function presentXattrs(access: XattrAccess | undefined, file: string): string[] {
+  return Object.keys(readXattrs(access, file) ?? {});
 }
 
 /** Set atime/mtime (symlinks themselves, not their targets) and check they took to the nanosecond. */
