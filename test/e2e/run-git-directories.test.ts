@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GIT_IDENTITY, describeRun, makeWorld, removeWorld, run, type World } from './run-helpers.js';
+import { GIT_IDENTITY, brokeredShell, describeRun, makeWorld, removeWorld, run, type World } from './run-helpers.js';
 
 const IDENTITY = GIT_IDENTITY;
 let world: World | undefined;
@@ -72,6 +72,22 @@ describe('git directories beyond .git/config and .git/hooks', () => {
     expect(found.out.trim(), found.out).toBe(path.join(await fs.realpath(world.ws), '.git'));
     expect(personRunsGit(docs, ['status', '--short']).status).toBe(0);
     expect(await exists(path.join(docs, 'planted-ran'))).toBe(false);
+  });
+
+  it.each(['seccomp', 'preload'])('%s: a symlink into .git, where a bare repository was built, needs approval', async (runtime) => {
+    world = await repository(`git-into-dot-git-${runtime}`);
+    // Inside .git git writes HEADs of its own, so the repository itself is built freely there.
+    const command = [
+      'mkdir -p .git/stage/sub/objects .git/stage/sub/refs',
+      'echo "ref: refs/heads/main" > .git/stage/sub/HEAD',
+      `${FSMONITOR_CONFIG} > .git/stage/sub/config`,
+      'ln -s .git/stage/sub sub',
+    ].join(' && ');
+    const result = await brokeredShell(world, ['run', '--runtime', runtime, '--session', `into-${runtime}`, '--', command]);
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(world.ws, 'sub')} by link`);
+    expect(result.stderr).toContain('would be a symlink into a .git directory');
+    expect(await exists(path.join(world.ws, 'sub'))).toBe(false);
   });
 
   it("an existing bare repository's config and hooks need approval, like .git's", async () => {

@@ -347,6 +347,31 @@ describe('symlink escapes', () => {
   });
 });
 
+describe('symlinks into .git', () => {
+  const symlink = (linkTarget: string): BrokerRequestInput => ({
+    origin: 'kernel',
+    action: 'check',
+    operation: 'link',
+    sessionId: 's1',
+    targets: [{ role: 'to', path: at('ws/new-link'), access: 'write' }],
+    options: { symbolic: true, linkTarget },
+  });
+
+  it.each(['.git/stage/sub', '.git', '../ws/.git/worktrees/x', `${base}/ws/.git/hooks`, 'a/.GIT/b', '/elsewhere/.git/'])('%s needs approval', async (linkTarget) => {
+    const outcome = await build().broker.handle(symlink(linkTarget));
+    expect(outcome.decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+  });
+
+  it.each(['a.txt', '.gitignore', 'x.git/y', '.github/workflows', 'git/.gitkeep'])('%s is judged as any symlink', async (linkTarget) => {
+    expect((await build().broker.handle(symlink(linkTarget))).decision.verdict).toBe('sandbox');
+  });
+
+  it('a deny rule on the link still denies', async () => {
+    const outcome = await build({ rules: [{ pattern: 'new-link', decision: 'deny' }] }).broker.handle(symlink('.git/x'));
+    expect(outcome.decision.verdict).toBe('deny');
+  });
+});
+
 describe('hard links', () => {
   it('refuses in-place writes to a file with another name, but not replacing or removing that name', async () => {
     const built = build();

@@ -1,6 +1,6 @@
 import { lstatSync } from 'node:fs';
 import path from 'node:path';
-import type { Decision } from '../../core/index.js';
+import type { BrokerRequest, Decision, ResolvedTarget } from '../../core/index.js';
 import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
 
 /**
@@ -128,6 +128,23 @@ function gitDirectoryFiles(): Protection {
     },
     holds: () => false,
     samples: () => [],
+  };
+}
+
+/**
+ * A symlink whose content names a `.git` directory: a person who `cd`s through it lands
+ * inside `.git`, where git takes any folder holding a `HEAD` for a repository, and that
+ * folder's config and hooks are nobody's protected files (git writes `HEAD`s all over
+ * `.git`). Any case of `.git`, for file systems that ignore it.
+ */
+export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>, request: Pick<BrokerRequest, 'operation' | 'options'>): Decision | undefined {
+  const { symbolic, linkTarget } = request.options;
+  if (request.operation !== 'link' || !symbolic || target.role !== 'to' || linkTarget === undefined) return undefined;
+  if (!linkTarget.split('/').some((name) => name.toLowerCase() === '.git')) return undefined;
+  return {
+    verdict: 'prompt',
+    reason: `${target.resolved} would be a symlink into a .git directory (${JSON.stringify(linkTarget)}): git run through it would obey config and hooks there; a person must approve`,
+    source: 'file-safety:mandatory:git-symlink',
   };
 }
 

@@ -1,6 +1,7 @@
 import { PolicyStage, Stage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
 import { VERDICT_SEVERITY, evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
 import { formsOf, type TargetForms } from './patterns.js';
+import { symlinkIntoGit } from './mandatory.js';
 import { evaluateTree } from './tree.js';
 import { putCopyInPlace, renameLeavesUnchanged } from './unchanged-rename.js';
 import type { FileSafetyOptions } from './options.js';
@@ -70,7 +71,7 @@ export class FileSafetyPlugin implements BrokerPlugin {
     };
     tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (view) => only(mandatory(view), (v) => v === 'deny'));
     broker.hooks.evaluatePolicy.tap({ name: FILE_SAFETY_TAPS.mandatory, stage: PolicyStage.MANDATORY }, (target, resolved, context) => {
-      const decision = only(mandatory(viewOf(target, resolved.request)), (v) => v !== 'deny');
+      const decision = only(mandatory(viewOf(target, resolved.request)), (v) => v !== 'deny') ?? symlinkIntoGit(target, resolved.request);
       // A rename that leaves a protected file's bytes and mode as they are: nothing to ask (see unchanged-rename.ts).
       if (!decision || renameLeavesUnchanged(target, resolved, context)) return undefined;
       logDecision(context, target, decision);
