@@ -56,15 +56,24 @@ beforeAll(async () => {
     'ws/.git/logs/HEAD',
     'ws/sub/.git/config',
     'ws/.git/worktrees/wt/gitdir',
+    'ws/.git/remotes/.keep',
+    'ws/.git/branches/.keep',
     'ws/bare/HEAD',
     'ws/bare/config',
     'ws/bare/objects/ab/cdef',
     'ws/bare/hooks/pre-commit',
+    'ws/bare/remotes/.keep',
     'ws/plain/config',
     'ws/plain/hooks/useThing.ts',
     'outside/target.txt',
     'outside/allowed.txt',
     'home/.bashrc',
+    'home/.bashrc.d/.keep',
+    'home/.local/bin/.keep',
+    'home/.local/share/.keep',
+    'home/.ssh/.keep',
+    'home/.config/fish/functions/.keep',
+    'home/.config/environment.d/.keep',
     'home/.cache/tool/data',
     'home/.brokered-shell/workspace/blob',
     'run/broker.sock',
@@ -206,6 +215,18 @@ describe('mandatory protections', () => {
   ];
   const grantHome = { writableRoots: [ws, `${base}/home`], rules: [{ pattern: '~/**', decision: 'grant-token' as const }] };
 
+  it.each(['.bash_aliases', '.bashrc.d/10-path.sh', '.local/bin/git', '.ssh/config', '.ssh/authorized_keys', '.config/fish/functions/ls.fish', '.config/environment.d/path.conf'])(
+    '%s → prompt even when a rule grants home: the shell, PATH or ssh takes commands from it',
+    async (file) => {
+      const { verdict, source } = await verdictOf(build(grantHome), 'write', `home/${file}`);
+      expect([verdict, source]).toEqual(['prompt', 'file-safety:mandatory:home-code']);
+    },
+  );
+
+  it('leaves the rest of ~/.ssh and ~/.local to the rules', async () => {
+    for (const file of ['.ssh/known_hosts', '.local/share/x', '.local/bin2']) expect((await verdictOf(build(grantHome), 'write', `home/${file}`)).verdict).toBe('grant-token');
+  });
+
   it.each(rcFiles.flatMap((file) => (['write', 'delete'] as const).map((access) => [file, access] as const)))(
     '%s (%s) → prompt even when a rule grants home',
     async (file, access) => {
@@ -261,6 +282,9 @@ describe('mandatory protections', () => {
     ["a bare repository's hooks directory", {}, 'delete', 'ws/bare/hooks', 'prompt'],
     ["a bare repository's commondir", {}, 'write', 'ws/bare/commondir', 'prompt'],
     ["a bare repository's objects", {}, 'write', 'ws/bare/objects/ab/new-object', 'sandbox'],
+    ["a bare repository's remotes", {}, 'write', 'ws/bare/remotes/origin', 'prompt'],
+    ['a remote git reads from a file', {}, 'write', 'ws/.git/remotes/origin', 'prompt'],
+    ['a remote in the older branches form', {}, 'write', 'ws/.git/branches/origin', 'prompt'],
     ['a config in a folder without HEAD', {}, 'write', 'ws/plain/config', 'sandbox'],
     ['a hooks folder of source code', {}, 'write', 'ws/plain/hooks/useThing.ts', 'sandbox'],
     ['the backup store', {}, 'write', 'home/.brokered-shell/workspace/blob', 'deny'],

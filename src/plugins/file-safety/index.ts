@@ -22,6 +22,7 @@ export {
   buildProtections,
   GIT_PROTECTED_PATTERNS,
   GLOBAL_GIT_CONFIG,
+  HOME_CODE_PATHS,
   SHELL_STARTUP_FILES,
   type Protection,
 } from './mandatory.js';

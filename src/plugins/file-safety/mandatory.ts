@@ -26,6 +26,25 @@ export const SHELL_STARTUP_FILES: readonly string[] = Object.freeze([
 export const GLOBAL_GIT_CONFIG: readonly string[] = Object.freeze(['.gitconfig', '.config/git/config']);
 
 /**
+ * Other places in home a person's later shell or ssh takes commands or keys from: what
+ * common startup files source (Debian's `.bash_aliases`, Fedora's `.bashrc.d`), fish's
+ * functions, the directory `.profile` puts first on PATH, the session environment, and
+ * ssh's per-user config, rc and authorised keys. Relative to home.
+ */
+export const HOME_CODE_PATHS: readonly string[] = Object.freeze([
+  '.bash_aliases',
+  '.bashrc.d',
+  '.config/fish/functions',
+  '.config/environment.d',
+  '.local/bin',
+  '.ssh/config',
+  '.ssh/rc',
+  '.ssh/environment',
+  '.ssh/authorized_keys',
+  '.ssh/authorized_keys2',
+]);
+
+/**
  * Repository files that make git run code (hooks, and config that can name commands),
  * at any depth, including submodules' and worktrees' git directories. `commondir` names
  * the directory git then takes config and hooks from instead. Everything else in `.git`
@@ -38,10 +57,17 @@ export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
   '.git/modules/**/config',
   '.git/**/config.worktree',
   '.git/**/commondir',
+  // Remotes git still reads from files: where a plain `git pull` fetches from.
+  '.git/remotes/*',
+  '.git/branches/*',
+  '.git/modules/**/remotes/*',
+  '.git/modules/**/branches/*',
 ]);
 
-/** In a git directory, the names git takes config and hooks from (see GIT_PROTECTED_PATTERNS). */
-const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks']);
+/** In a git directory, the names git takes config, hooks and remotes from (see GIT_PROTECTED_PATTERNS). */
+const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks', 'remotes', 'branches']);
+/** Of those, the directories: what lies beneath them counts. */
+const GIT_DIR_CODE_FOLDERS: ReadonlySet<string> = new Set(['hooks', 'remotes', 'branches']);
 
 export interface Protection {
   readonly id: string;
@@ -101,9 +127,9 @@ function gitDirectoryHead(): Protection {
 
 /**
  * A folder that already holds a `HEAD` (a bare repository in the workspace, or one a
- * person approved making) is a git directory: its config, hooks and commondir protect
- * like `.git`'s. Whether the `HEAD` is there is looked up, once per candidate name; a
- * look that fails for another reason than absence counts as there.
+ * person approved making) is a git directory: its config, hooks, commondir and remotes
+ * are protected like `.git`'s. Whether the `HEAD` is there is looked up, once per
+ * candidate name; a look that fails for another reason than absence counts as there.
  */
 function gitDirectoryFiles(): Protection {
   const holdsHead = (dir: string) => {
@@ -123,8 +149,9 @@ function gitDirectoryFiles(): Protection {
       if (!form.startsWith('/')) return false;
       const parts = form.split('/');
       if (parts.includes('.git')) return false;
-      // `hooks` protects what lies beneath it; the other names are files.
-      return parts.some((name, at) => at > 1 && GIT_DIR_CODE_NAMES.has(name) && (name === 'hooks' || at === parts.length - 1) && holdsHead(parts.slice(0, at).join('/')));
+      return parts.some(
+        (name, at) => at > 1 && GIT_DIR_CODE_NAMES.has(name) && (GIT_DIR_CODE_FOLDERS.has(name) || at === parts.length - 1) && holdsHead(parts.slice(0, at).join('/')),
+      );
     },
     holds: () => false,
     samples: () => [],
@@ -160,6 +187,7 @@ export function buildProtections(inputs: ProtectionInputs): Protection[] {
   const underHome = (names: readonly string[]) => unique(inputs.homes.flatMap((home) => names.map((name) => path.posix.join(home, name))));
   const protections = [
     literal('shell-startup', 'prompt', 'a shell startup file', underHome(SHELL_STARTUP_FILES)),
+    literal('home-code', 'prompt', "a file the person's shell, PATH or ssh takes commands or keys from", underHome(HOME_CODE_PATHS)),
     literal('git-global-config', 'prompt', "git's global configuration", underHome(GLOBAL_GIT_CONFIG)),
     anyDepth('git-hooks-config', 'a git hook or git configuration', GIT_PROTECTED_PATTERNS),
     gitDirectoryHead(),
