@@ -35,7 +35,8 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   else if (type !== 'file') state = { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString(), rdev: Number(stats.rdev) };
   else {
     const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? await hashOrNull(file, Number(stats.size)) : null;
-    state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), uid, gid };
+    const ctimeNs = stats.ctimeNs.toString();
+    state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), ino: stats.ino.toString(), ctimeNs, uid, gid };
   }
   if (options.xattrs) state.xattrs = readXattrs(options.xattrs, file) ?? null;
   return state;
@@ -82,7 +83,8 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
 
 /**
  * Why two states differ, or undefined when they are the same. A missing hash compares
- * by size, mode and mtime; owner and xattrs count when both states recorded them.
+ * by size, mode and mtime (and, for the same inode, ctime); owner and xattrs count when
+ * both states recorded them.
  * Directories compare type, mode, owner and xattrs, not mtime (see `directoryTimesDiffer`);
  * special files their device number and mtime too.
  */
@@ -104,9 +106,23 @@ export function stateDifference(expected: AfterState, actual: AfterState): strin
     if (expected.sha256 !== null && actual.sha256 !== null && expected.sha256 !== actual.sha256) return 'content differs';
     if (expected.mode !== actual.mode) return modeDifference(expected.mode, actual.mode);
     if (expected.mtimeNs !== actual.mtimeNs) return 'modification time differs';
+    if (sameInodeChangedSince(expected, actual)) return 'written since (the same file, a later status change time; no hash to compare content)';
     return ownerDifference(expected, actual) ?? xattrDifference(expected.xattrs, actual.xattrs);
   }
   return `expected ${describeState(expected)}, found ${describeState(actual)}`;
+}
+
+/**
+ * Without a hash, a write of the same size with the old mtime put back (`touch -d`,
+ * `cp -p` over it) would pass for the file as the turn left it. Its status change time
+ * gives it away. Only for the same inode: a restore makes every file afresh, which must
+ * not read as a change for the turns before it.
+ */
+type FileState = Extract<AfterState, { type: 'file' }>;
+
+function sameInodeChangedSince(expected: FileState, actual: FileState): boolean {
+  if (expected.sha256 !== null || expected.ino === undefined || expected.ctimeNs === undefined) return false;
+  return expected.ino === actual.ino && actual.ctimeNs !== undefined && expected.ctimeNs !== actual.ctimeNs;
 }
 
 /** Whether both states are directories with recorded, different mtimes. */

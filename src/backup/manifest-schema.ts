@@ -39,6 +39,9 @@ export const afterStateSchema = z.discriminatedUnion('type', [
     sha256: sha256Schema.nullable(),
     mode: modeSchema,
     mtimeNs: nsSchema,
+    /** The inode and its status change time, which no one can set: they tell a same-size rewrite when there is no hash (older manifests: absent). */
+    ino: z.string().regex(/^\d+$/).optional(),
+    ctimeNs: nsSchema.optional(),
     ...ownerFields,
     xattrs: xattrMapSchema.nullable().optional(),
   }),

@@ -161,11 +161,12 @@ describe('commit', () => {
     const untouched = await lstatNs(files.untouched);
     // Owners are part of after-states (a chown after the turn is a change); xattrs only with xattr access.
     const owner = { uid: Number(edited.uid), gid: Number(edited.gid) };
+    const inode = (stats: typeof edited) => ({ ino: stats.ino.toString(), ctimeNs: stats.ctimeNs.toString() });
     const after: Record<string, AfterState> = {
-      [files.edited]: { type: 'file', size: Number(edited.size), sha256: sha('before edit\nafter edit\n'), mode: 0o640, mtimeNs: edited.mtimeNs.toString(), ...owner },
+      [files.edited]: { type: 'file', size: Number(edited.size), sha256: sha('before edit\nafter edit\n'), mode: 0o640, mtimeNs: edited.mtimeNs.toString(), ...inode(edited), ...owner },
       [files.deleted]: { type: 'absent' },
-      [files.chmodded]: { type: 'file', size: 10, sha256: sha('#!/bin/sh\n'), mode: 0o755, mtimeNs: chmodded.mtimeNs.toString(), ...owner },
-      [files.untouched]: { type: 'file', size: 4, sha256: sha('same'), mode: Number(untouched.mode & 0o7777n), mtimeNs: untouched.mtimeNs.toString(), ...owner },
+      [files.chmodded]: { type: 'file', size: 10, sha256: sha('#!/bin/sh\n'), mode: 0o755, mtimeNs: chmodded.mtimeNs.toString(), ...inode(chmodded), ...owner },
+      [files.untouched]: { type: 'file', size: 4, sha256: sha('same'), mode: Number(untouched.mode & 0o7777n), mtimeNs: untouched.mtimeNs.toString(), ...inode(untouched), ...owner },
       [files.link]: { type: 'symlink', target: 'target-2', ...owner },
     };
     // The committed entries are exactly the entries taken, in order, plus their after-states.

@@ -123,6 +123,8 @@ describe('commitTurn', () => {
       sha256: sha('line 1\nline 2\nline 3 by the model\n'),
       mode: 0o640,
       mtimeNs: modifiedNow.mtimeNs.toString(),
+      ino: modifiedNow.ino.toString(),
+      ctimeNs: modifiedNow.ctimeNs.toString(),
       uid: Number(modifiedNow.uid),
       gid: Number(modifiedNow.gid),
     });

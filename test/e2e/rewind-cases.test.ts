@@ -202,6 +202,22 @@ describe('conflicts', () => {
     expect((await treeSnapshot(dir))['f']).toEqual(edited['f']);
   });
 
+  it('a file the turn made, rewritten later at the same size with its mtime put back, is a conflict', async () => {
+    const dir = await caseDir('conflict-created', () => Promise.resolve());
+    const turn = await turnIn(world, 'conflict-created', dir, 'printf "generated\\n" > report.txt');
+    const report = path.join(dir, 'report.txt');
+    const { mtimeNs } = await fs.stat(report, { bigint: true });
+    // What a turn makes is not hashed at commit: size, mode and mtime were all that told a change.
+    await fs.writeFile(report, 'DIFFERENT\n');
+    const stamp = `@${mtimeNs / 1_000_000_000n}.${(mtimeNs % 1_000_000_000n).toString().padStart(9, '0')}`;
+    execFileSync('touch', ['-m', '-d', stamp, report]);
+    expect((await fs.stat(report, { bigint: true })).mtimeNs).toBe(mtimeNs);
+    const refused = await restore(world, turn);
+    expect(refused.status, describeRun(refused)).toBe(3);
+    expect(refused.stderr).toContain(`conflict ${report}: written since`);
+    expect(await fs.readFile(report, 'utf8')).toBe('DIFFERENT\n');
+  });
+
   it('an xattr or owner change after the turn is a change too', async () => {
     const dir = await caseDir('conflict-metadata', (d) => writeOld(path.join(d, 'f'), 'before\n', 0o644));
     const turn = await turnIn(world, 'conflict-metadata', dir, 'echo by the turn > f');
