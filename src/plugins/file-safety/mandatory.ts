@@ -66,6 +66,7 @@ export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
 
 /** In a git directory, the names git takes config, hooks and remotes from (see GIT_PROTECTED_PATTERNS). */
 const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks', 'remotes', 'branches']);
+const GIT_DIR_CODE_NAME_IN_PATH = /\/(?:config|config\.worktree|commondir|hooks|remotes|branches)(?:\/|$)/;
 /** Of those, the directories: what lies beneath them counts. */
 const GIT_DIR_CODE_FOLDERS: ReadonlySet<string> = new Set(['hooks', 'remotes', 'branches']);
 
@@ -146,7 +147,8 @@ function gitDirectoryFiles(): Protection {
     verdict: 'prompt',
     reason: 'a git hook or git configuration (its folder holds a HEAD, so git takes it for a repository)',
     covers: (form) => {
-      if (!form.startsWith('/')) return false;
+      // Most paths name none of these: no split, no look at the disk.
+      if (!form.startsWith('/') || !GIT_DIR_CODE_NAME_IN_PATH.test(form)) return false;
       const parts = form.split('/');
       if (parts.includes('.git')) return false;
       return parts.some(
