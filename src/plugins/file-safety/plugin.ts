@@ -1,9 +1,8 @@
-import { PolicyStage, Stage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
+import { PolicyStage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
 import { VERDICT_SEVERITY, evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
 import { formsOf, type TargetForms } from './patterns.js';
 import { symlinkIntoGit } from './mandatory.js';
 import { evaluateTree } from './tree.js';
-import { putCopyInPlace, renameLeavesUnchanged } from './unchanged-rename.js';
 import type { FileSafetyOptions } from './options.js';
 import { compileFileSafety, type FileSafetyPolicy } from './policy.js';
 
@@ -16,14 +15,12 @@ export const FILE_SAFETY_TAPS = Object.freeze({
   rules: `${PLUGIN_NAME}:rules`,
   tree: `${PLUGIN_NAME}:tree`,
   roots: `${PLUGIN_NAME}:roots`,
-  unchanged: `${PLUGIN_NAME}:unchanged-rename`,
 });
 
 /**
  * The file-safety policy on evaluate-policy, in three taps:
  * - `MANDATORY`: shell startup files and git hooks/config → prompt, the broker's own
- *   files → deny (writes and deletes only; no option turns these off); a rename that
- *   leaves a protected file as it is passes (see unchanged-rename.ts);
+ *   files → deny (writes and deletes only; no option turns these off);
  * - `RULES`: the configured rules, most restrictive match wins;
  * - `DEFAULTS`: reads → sandbox; writes inside a writable root → sandbox; elsewhere →
  *   `outsideRoots`; a path that resolves out of a root → deny.
@@ -72,12 +69,9 @@ export class FileSafetyPlugin implements BrokerPlugin {
     tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (view) => only(mandatory(view), (v) => v === 'deny'));
     broker.hooks.evaluatePolicy.tap({ name: FILE_SAFETY_TAPS.mandatory, stage: PolicyStage.MANDATORY }, (target, resolved, context) => {
       const decision = only(mandatory(viewOf(target, resolved.request)), (v) => v !== 'deny') ?? symlinkIntoGit(target, resolved.request);
-      // A rename that leaves a protected file's bytes and mode as they are: nothing to ask (see unchanged-rename.ts).
-      if (!decision || renameLeavesUnchanged(target, resolved, context)) return undefined;
-      logDecision(context, target, decision);
+      if (decision) logDecision(context, target, decision);
       return decision;
     });
-    broker.hooks.preModifyBackup.tapPromise({ name: FILE_SAFETY_TAPS.unchanged, stage: Stage.LATE }, (_resolved, _decision, context) => putCopyInPlace(context));
     // Before the rules: a whole-directory operation is judged by what is inside too.
     broker.hooks.evaluatePolicy.tapPromise({ name: FILE_SAFETY_TAPS.tree, stage: PolicyStage.RULES - 1 }, async (target, resolved, context) => {
       const inside = await evaluateTree(target, resolved, this.policy);
