@@ -90,6 +90,22 @@ describe('git directories beyond .git/config and .git/hooks', () => {
     expect(await exists(path.join(world.ws, 'sub'))).toBe(false);
   });
 
+  it('a hard link of such a symlink, made in the temp dir, needs approval too', async () => {
+    world = await repository('git-into-dot-git-hard-link');
+    const command = [
+      'mkdir -p .git/stage/sub/objects .git/stage/sub/refs',
+      'echo "ref: refs/heads/main" > .git/stage/sub/HEAD',
+      `${FSMONITOR_CONFIG} > .git/stage/sub/config`,
+      // The temp dir is the command's own: the symlink made there is asked about by nobody.
+      'ln -s "$PWD/.git/stage/sub" "$TMPDIR/l"',
+      'ln -P "$TMPDIR/l" sub',
+    ].join(' && ');
+    const result = await run(world, command, { session: 'into-hard-link' });
+    expect(result.status, describeRun(result)).toBe(77);
+    expect(result.stderr).toContain('would be a symlink into a .git directory');
+    expect(await exists(path.join(world.ws, 'sub'))).toBe(false);
+  });
+
   it("an existing bare repository's config and hooks need approval, like .git's", async () => {
     world = await repository('git-bare-existing');
     const docs = path.join(world.ws, 'docs');

@@ -390,6 +390,28 @@ describe('symlinks into .git', () => {
     expect((await build().broker.handle(symlink(linkTarget))).decision.verdict).toBe('sandbox');
   });
 
+  it('a hard link of a symlink is judged by the symlink it copies', async () => {
+    await fs.symlink('.git/stage/sub', at('ws/into-git'));
+    const hardLink = (from: string): BrokerRequestInput => ({
+      origin: 'kernel',
+      action: 'check',
+      operation: 'link',
+      sessionId: 's1',
+      targets: [
+        { role: 'from', path: at(from), access: 'read' },
+        { role: 'to', path: at('ws/new-hard-link'), access: 'write' },
+      ],
+      options: { followSymlinks: false },
+    });
+    try {
+      expect((await build().broker.handle(hardLink('ws/into-git'))).decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+      expect((await build().broker.handle(hardLink('ws/link-in'))).decision.verdict).toBe('sandbox');
+      expect((await build().broker.handle(hardLink('ws/a.txt'))).decision.verdict).toBe('sandbox');
+    } finally {
+      await fs.rm(at('ws/into-git'));
+    }
+  });
+
   it('a deny rule on the link still denies', async () => {
     const outcome = await build({ rules: [{ pattern: 'new-link', decision: 'deny' }] }).broker.handle(symlink('.git/x'));
     expect(outcome.decision.verdict).toBe('deny');

@@ -1,6 +1,6 @@
-import { lstatSync } from 'node:fs';
+import { lstatSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
-import type { BrokerRequest, Decision, ResolvedTarget } from '../../core/index.js';
+import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
 import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
 
 /**
@@ -164,17 +164,34 @@ function gitDirectoryFiles(): Protection {
  * A symlink whose content names a `.git` directory: a person who `cd`s through it lands
  * inside `.git`, where git takes any folder holding a `HEAD` for a repository, and that
  * folder's config and hooks are nobody's protected files (git writes `HEAD`s all over
- * `.git`). Any case of `.git`, for file systems that ignore it.
+ * `.git`). Any case of `.git`, for file systems that ignore it. A hard link of a symlink
+ * (made in the temp dir, say) is another symlink with the same content.
  */
-export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>, request: Pick<BrokerRequest, 'operation' | 'options'>): Decision | undefined {
-  const { symbolic, linkTarget } = request.options;
-  if (request.operation !== 'link' || !symbolic || target.role !== 'to' || linkTarget === undefined) return undefined;
-  if (!linkTarget.split('/').some((name) => name.toLowerCase() === '.git')) return undefined;
+export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>, resolved: Pick<ResolvedRequest, 'request' | 'targets'>): Decision | undefined {
+  if (resolved.request.operation !== 'link' || target.role !== 'to') return undefined;
+  const content = linkContent(resolved);
+  if (content === undefined) return undefined;
+  const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git');
+  if (!into) return undefined;
+  const what = content === null ? 'a link to a symlink that cannot be read' : `a symlink into a .git directory (${JSON.stringify(content)})`;
   return {
     verdict: 'prompt',
-    reason: `${target.resolved} would be a symlink into a .git directory (${JSON.stringify(linkTarget)}): git run through it would obey config and hooks there; a person must approve`,
+    reason: `${target.resolved} would be ${what}: git run through it would obey config and hooks there; a person must approve`,
     source: 'file-safety:mandatory:git-symlink',
   };
+}
+
+/** What the link made would hold: a symlink's content; undefined for a hard link of anything else; null when unreadable. */
+function linkContent(resolved: Pick<ResolvedRequest, 'request' | 'targets'>): string | null | undefined {
+  const { symbolic, linkTarget } = resolved.request.options;
+  if (symbolic) return linkTarget;
+  const source = resolved.targets.find((t) => t.role === 'from');
+  if (source?.kind !== 'symlink') return undefined;
+  try {
+    return readlinkSync(source.resolved);
+  } catch {
+    return null;
+  }
 }
 
 export interface ProtectionInputs {

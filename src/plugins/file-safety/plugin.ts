@@ -68,7 +68,7 @@ export class FileSafetyPlugin implements BrokerPlugin {
     };
     tap(FILE_SAFETY_TAPS.protected, PolicyStage.PROTECTED, (view) => only(mandatory(view), (v) => v === 'deny'));
     broker.hooks.evaluatePolicy.tap({ name: FILE_SAFETY_TAPS.mandatory, stage: PolicyStage.MANDATORY }, (target, resolved, context) => {
-      const decision = only(mandatory(viewOf(target, resolved.request)), (v) => v !== 'deny') ?? symlinkIntoGit(target, resolved.request);
+      const decision = only(mandatory(viewOf(target, resolved.request)), (v) => v !== 'deny') ?? symlinkIntoGit(target, resolved);
       if (decision) logDecision(context, target, decision);
       return decision;
     });
