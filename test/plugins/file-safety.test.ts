@@ -285,6 +285,8 @@ describe('mandatory protections', () => {
     ["a bare repository's remotes", {}, 'write', 'ws/bare/remotes/origin', 'prompt'],
     ['a remote git reads from a file', {}, 'write', 'ws/.git/remotes/origin', 'prompt'],
     ['a remote in the older branches form', {}, 'write', 'ws/.git/branches/origin', 'prompt'],
+    ['the remotes folder itself: a symlink there would name any folder of remotes', {}, 'write', 'ws/.git/remotes', 'prompt'],
+    ['the branches folder itself', {}, 'delete', 'ws/.git/branches', 'prompt'],
     ['a config in a folder without HEAD', {}, 'write', 'ws/plain/config', 'sandbox'],
     ['a hooks folder of source code', {}, 'write', 'ws/plain/hooks/useThing.ts', 'sandbox'],
     ['the backup store', {}, 'write', 'home/.brokered-shell/workspace/blob', 'deny'],

@@ -57,11 +57,12 @@ export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
   '.git/modules/**/config',
   '.git/**/config.worktree',
   '.git/**/commondir',
-  // Remotes git still reads from files: where a plain `git pull` fetches from.
-  '.git/remotes/*',
-  '.git/branches/*',
-  '.git/modules/**/remotes/*',
-  '.git/modules/**/branches/*',
+  // Remotes git still reads from files (where a plain `git pull` fetches from), with the
+  // folders themselves: a symlink there would name any folder of remotes.
+  '.git/remotes',
+  '.git/branches',
+  '.git/modules/**/remotes',
+  '.git/modules/**/branches',
 ]);
 
 /** In a git directory, the names git takes config, hooks and remotes from (see GIT_PROTECTED_PATTERNS). */
