@@ -35,8 +35,10 @@ export async function observeState(file: string, options: ObserveOptions = {}): 
   else if (type !== 'file') state = { type: 'other', fileType: type, mode: permissionBits(stats), uid, gid, mtimeNs: stats.mtimeNs.toString(), rdev: Number(stats.rdev) };
   else {
     const sha256 = options.hash !== false && stats.size <= BigInt(hashLimit) ? await hashOrNull(file, Number(stats.size)) : null;
+    const ino = stats.ino.toString();
+    const btimeNs = stats.birthtimeNs.toString();
     const ctimeNs = stats.ctimeNs.toString();
-    state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), ino: stats.ino.toString(), ctimeNs, uid, gid };
+    state = { type: 'file', size: Number(stats.size), sha256, mode: permissionBits(stats), mtimeNs: stats.mtimeNs.toString(), ino, btimeNs, ctimeNs, uid, gid };
   }
   if (options.xattrs) state.xattrs = readXattrs(options.xattrs, file) ?? null;
   return state;
@@ -112,17 +114,19 @@ export function stateDifference(expected: AfterState, actual: AfterState): strin
   return `expected ${describeState(expected)}, found ${describeState(actual)}`;
 }
 
+type FileState = Extract<AfterState, { type: 'file' }>;
+
 /**
  * Without a hash, a write of the same size with the old mtime put back (`touch -d`,
  * `cp -p` over it) would pass for the file as the turn left it. Its status change time
- * gives it away. Only for the same inode: a restore makes every file afresh, which must
- * not read as a change for the turns before it.
+ * gives it away. Only for the same file (inode number and birth time, as inode numbers
+ * are reused): a restore makes every file afresh, which must not read as a change for
+ * the turns before it. Where no birth time is kept, nothing tells the same file apart.
  */
-type FileState = Extract<AfterState, { type: 'file' }>;
-
 function sameInodeChangedSince(expected: FileState, actual: FileState): boolean {
-  if (expected.sha256 !== null || expected.ino === undefined || expected.ctimeNs === undefined) return false;
-  return expected.ino === actual.ino && actual.ctimeNs !== undefined && expected.ctimeNs !== actual.ctimeNs;
+  if (expected.sha256 !== null || expected.ctimeNs === undefined || actual.ctimeNs === undefined) return false;
+  const sameFile = expected.ino !== undefined && expected.ino === actual.ino && expected.btimeNs !== undefined && expected.btimeNs !== '0' && expected.btimeNs === actual.btimeNs;
+  return sameFile && expected.ctimeNs !== actual.ctimeNs;
 }
 
 /** Whether both states are directories with recorded, different mtimes. */

@@ -41,6 +41,8 @@ export const afterStateSchema = z.discriminatedUnion('type', [
     mtimeNs: nsSchema,
     /** The inode and its status change time, which no one can set: they tell a same-size rewrite when there is no hash (older manifests: absent). */
     ino: z.string().regex(/^\d+$/).optional(),
+    /** With `ino`, which file this is: inode numbers are reused ("0" where the file system keeps no birth time). */
+    btimeNs: nsSchema.optional(),
     ctimeNs: nsSchema.optional(),
     ...ownerFields,
     xattrs: xattrMapSchema.nullable().optional(),

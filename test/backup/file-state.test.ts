@@ -6,7 +6,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { observeState } from '../../src/backup/file-state.js';
+import { observeState, stateDifference } from '../../src/backup/file-state.js';
 import { tempDir } from './helpers.js';
 
 describe('observeState', () => {
@@ -28,5 +28,29 @@ describe('observeState', () => {
     const dir = await tempDir();
     await fs.symlink('/proc', path.join(dir, 'q'));
     expect(await observeState(path.join(dir, 'q', 'self', 'pagemap'))).toMatchObject({ type: 'file', sha256: null });
+  });
+});
+
+describe('stateDifference of a file recorded without a hash', () => {
+  const recorded = { type: 'file', size: 10, sha256: null, mode: 0o644, mtimeNs: '100', ino: '42', btimeNs: '7', ctimeNs: '200', uid: 0, gid: 0 } as const;
+
+  it('the same file with a later status change time was written since', () => {
+    expect(stateDifference(recorded, { ...recorded, sha256: 'a'.repeat(64), ctimeNs: '300' })).toMatch(/^written since/);
+  });
+
+  it('a file made afresh is no change, even when its inode number is the old one', () => {
+    expect(stateDifference(recorded, { ...recorded, ino: '43', ctimeNs: '300' })).toBeUndefined();
+    expect(stateDifference(recorded, { ...recorded, btimeNs: '8', ctimeNs: '300' })).toBeUndefined();
+  });
+
+  it('without birth times or a recorded ctime (older manifests), the ctime says nothing', () => {
+    expect(stateDifference({ ...recorded, btimeNs: '0' }, { ...recorded, btimeNs: '0', ctimeNs: '300' })).toBeUndefined();
+    const { ino: _ino, btimeNs: _btime, ctimeNs: _ctime, ...older } = recorded;
+    expect(stateDifference(older, { ...recorded, ctimeNs: '300' })).toBeUndefined();
+  });
+
+  it('with a hash, content decides and the ctime is not looked at', () => {
+    const hashed = { ...recorded, sha256: 'a'.repeat(64) };
+    expect(stateDifference(hashed, { ...hashed, ctimeNs: '300' })).toBeUndefined();
   });
 });

@@ -161,7 +161,7 @@ describe('commit', () => {
     const untouched = await lstatNs(files.untouched);
     // Owners are part of after-states (a chown after the turn is a change); xattrs only with xattr access.
     const owner = { uid: Number(edited.uid), gid: Number(edited.gid) };
-    const inode = (stats: typeof edited) => ({ ino: stats.ino.toString(), ctimeNs: stats.ctimeNs.toString() });
+    const inode = (stats: typeof edited) => ({ ino: stats.ino.toString(), btimeNs: stats.birthtimeNs.toString(), ctimeNs: stats.ctimeNs.toString() });
     const after: Record<string, AfterState> = {
       [files.edited]: { type: 'file', size: Number(edited.size), sha256: sha('before edit\nafter edit\n'), mode: 0o640, mtimeNs: edited.mtimeNs.toString(), ...inode(edited), ...owner },
       [files.deleted]: { type: 'absent' },

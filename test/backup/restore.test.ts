@@ -124,6 +124,7 @@ describe('commitTurn', () => {
       mode: 0o640,
       mtimeNs: modifiedNow.mtimeNs.toString(),
       ino: modifiedNow.ino.toString(),
+      btimeNs: modifiedNow.birthtimeNs.toString(),
       ctimeNs: modifiedNow.ctimeNs.toString(),
       uid: Number(modifiedNow.uid),
       gid: Number(modifiedNow.gid),

@@ -218,6 +218,17 @@ describe('conflicts', () => {
     expect(await fs.readFile(report, 'utf8')).toBe('DIFFERENT\n');
   });
 
+  it('undoing a rename, then the turn that made the file, is no conflict (though the inode number may come back)', async () => {
+    const dir = await caseDir('conflict-reused-inode', () => Promise.resolve());
+    const made = await turnIn(world, 'conflict-reused-inode', dir, 'echo made by the first turn > a');
+    const moved = await turnIn(world, 'conflict-reused-inode', dir, 'mv a b');
+    const undoMove = await restore(world, moved);
+    expect(undoMove.status, describeRun(undoMove)).toBe(0);
+    const undoMade = await restore(world, made);
+    expect(undoMade.status, describeRun(undoMade)).toBe(0);
+    expect(await fs.readdir(dir)).toEqual([]);
+  });
+
   it('an xattr or owner change after the turn is a change too', async () => {
     const dir = await caseDir('conflict-metadata', (d) => writeOld(path.join(d, 'f'), 'before\n', 0o644));
     const turn = await turnIn(world, 'conflict-metadata', dir, 'echo by the turn > f');
