@@ -74,6 +74,7 @@ beforeAll(async () => {
     'home/.ssh/.keep',
     'home/.config/fish/functions/.keep',
     'home/.config/environment.d/.keep',
+    'home/.config/systemd/user/.keep',
     'home/.cache/tool/data',
     'home/.brokered-shell/workspace/blob',
     'run/broker.sock',
@@ -215,7 +216,17 @@ describe('mandatory protections', () => {
   ];
   const grantHome = { writableRoots: [ws, `${base}/home`], rules: [{ pattern: '~/**', decision: 'grant-token' as const }] };
 
-  it.each(['.bash_aliases', '.bashrc.d/10-path.sh', '.local/bin/git', '.ssh/config', '.ssh/authorized_keys', '.config/fish/functions/ls.fish', '.config/environment.d/path.conf'])(
+  it.each([
+    '.bash_aliases',
+    '.bashrc.d/10-path.sh',
+    '.bash_completion',
+    '.local/bin/git',
+    '.ssh/config',
+    '.ssh/authorized_keys',
+    '.config/fish/functions/ls.fish',
+    '.config/environment.d/path.conf',
+    '.config/systemd/user/x.service',
+  ])(
     '%s → prompt even when a rule grants home: the shell, PATH or ssh takes commands from it',
     async (file) => {
       const { verdict, source } = await verdictOf(build(grantHome), 'write', `home/${file}`);

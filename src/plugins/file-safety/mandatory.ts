@@ -26,16 +26,21 @@ export const SHELL_STARTUP_FILES: readonly string[] = Object.freeze([
 export const GLOBAL_GIT_CONFIG: readonly string[] = Object.freeze(['.gitconfig', '.config/git/config']);
 
 /**
- * Other places in home a person's later shell or ssh takes commands or keys from: what
- * common startup files source (Debian's `.bash_aliases`, Fedora's `.bashrc.d`), fish's
- * functions, the directory `.profile` puts first on PATH, the session environment, and
- * ssh's per-user config, rc and authorised keys. Relative to home.
+ * Other places in home a person's later shell, session or ssh takes commands or keys
+ * from: what common startup files source (Debian's `.bash_aliases`, Fedora's
+ * `.bashrc.d`, bash completions), fish's functions, the directory `.profile` puts first
+ * on PATH, the session's environment, user services and autostart entries, and ssh's
+ * per-user config, rc and authorised keys. Relative to home.
  */
 export const HOME_CODE_PATHS: readonly string[] = Object.freeze([
   '.bash_aliases',
   '.bashrc.d',
+  '.bash_completion',
+  '.local/share/bash-completion',
   '.config/fish/functions',
   '.config/environment.d',
+  '.config/systemd/user',
+  '.config/autostart',
   '.local/bin',
   '.ssh/config',
   '.ssh/rc',
