@@ -86,7 +86,7 @@ describe('git directories beyond .git/config and .git/hooks', () => {
     const result = await brokeredShell(world, ['run', '--runtime', runtime, '--session', `into-${runtime}`, '--', command]);
     expect(result.status, describeRun(result)).toBe(77);
     expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(world.ws, 'sub')} by link`);
-    expect(result.stderr).toContain('would be a symlink into a .git directory');
+    expect(result.stderr).toContain('would be a symlink into a git directory');
     expect(await exists(path.join(world.ws, 'sub'))).toBe(false);
   });
 
@@ -102,8 +102,22 @@ describe('git directories beyond .git/config and .git/hooks', () => {
     ].join(' && ');
     const result = await run(world, command, { session: 'into-hard-link' });
     expect(result.status, describeRun(result)).toBe(77);
-    expect(result.stderr).toContain('would be a symlink into a .git directory');
+    expect(result.stderr).toContain('would be a symlink into a git directory');
     expect(await exists(path.join(world.ws, 'sub'))).toBe(false);
+  });
+
+  it('a repository whose git dir is elsewhere in the workspace (--separate-git-dir) commits with no question', async () => {
+    world = await makeWorld('git-separate-dir');
+    const tree = path.join(world.ws, 'tree');
+    await fs.mkdir(tree);
+    await fs.writeFile(path.join(tree, 'a.txt'), 'a\n');
+    await fs.mkdir(path.join(world.ws, 'git-dirs'));
+    expect(personRunsGit(tree, ['init', '-q', '--separate-git-dir', path.join(world.ws, 'git-dirs', 'one')]).status).toBe(0);
+    // The first commit makes logs/HEAD in the git dir, the next ones update HEAD there.
+    const result = await run(world, 'cd tree && git add -A && git commit -q -m one && echo b > b.txt && git add -A && git commit -q -m two', { session: 'separate' }, { env: IDENTITY });
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(result.stderr).not.toMatch(/approv/);
+    expect(personRunsGit(tree, ['rev-list', '--count', 'HEAD']).out.trim()).toBe('2');
   });
 
   it("an existing bare repository's config and hooks need approval, like .git's", async () => {

@@ -63,6 +63,9 @@ beforeAll(async () => {
     'ws/bare/objects/ab/cdef',
     'ws/bare/hooks/pre-commit',
     'ws/bare/remotes/.keep',
+    'ws/bare/logs/.keep',
+    'ws/bare/refs/remotes/origin/.keep',
+    'ws/bare/refs/heads/.keep',
     'ws/plain/config',
     'ws/plain/hooks/useThing.ts',
     'outside/target.txt',
@@ -286,6 +289,7 @@ describe('mandatory protections', () => {
     ["a worktree's commondir", {}, 'write', 'ws/.git/worktrees/wt/commondir', 'prompt'],
     ["a worktree's config", {}, 'write', 'ws/.git/worktrees/wt/config.worktree', 'prompt'],
     ['a HEAD outside .git makes a git directory', {}, 'write', 'ws/docs/HEAD', 'prompt'],
+    ["a separate git dir's reflog of HEAD is git's own", {}, 'write', 'ws/bare/logs/HEAD', 'sandbox'],
     ['even with a rule granting it', { rules: [{ pattern: '**', decision: 'sandbox' }] }, 'write', 'ws/docs/HEAD', 'prompt'],
     ['removing a HEAD outside .git unmakes one', {}, 'delete', 'ws/bare/HEAD', 'sandbox'],
     ["a bare repository's config", {}, 'write', 'ws/bare/config', 'prompt'],
@@ -399,7 +403,12 @@ describe('symlinks into .git', () => {
     expect(outcome.decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
   });
 
-  it.each(['a.txt', '.gitignore', 'x.git/y', '.github/workflows', 'git/.gitkeep'])('%s is judged as any symlink', async (linkTarget) => {
+  it.each(['bare', 'bare/objects', `${base}/ws/bare/refs/heads`, '../ws/bare'])('%s, in a git directory not named .git, needs approval', async (linkTarget) => {
+    const outcome = await build().broker.handle(symlink(linkTarget));
+    expect(outcome.decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+  });
+
+  it.each(['a.txt', '.gitignore', 'x.git/y', '.github/workflows', 'git/.gitkeep', 'plain/hooks', 'docs'])('%s is judged as any symlink', async (linkTarget) => {
     expect((await build().broker.handle(symlink(linkTarget))).decision.verdict).toBe('sandbox');
   });
 
@@ -640,10 +649,12 @@ describe('literalRuns: the text every match of a glob contains', () => {
     for (const form of notCovered) expect([form, git?.covers(form, 'write')]).toEqual([form, false]);
   });
 
-  it('takes a HEAD written outside .git for a new git directory, by name alone', () => {
+  it('takes a HEAD written outside any git directory for a new one', () => {
     const [head] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-head');
-    const writes = ['/w/docs/HEAD', '/w/x.git/HEAD', '/HEAD', 'HEAD', '~/HEAD'];
-    const notWrites = ['/w/.git/HEAD', '/w/.git/worktrees/wt/HEAD', '/w/a/.git/modules/m/HEAD', '/w/docs/HEADS', '/w/docs/ORIG_HEAD', '/w/docs/head', '/w/HEAD/x'];
+    const writes = ['/w/docs/HEAD', '/w/x.git/HEAD', '/HEAD', at('ws/docs/HEAD'), at('ws/plain/HEAD')];
+    // In a git directory already (a `.git`, or where a HEAD is at or above: a separate git dir), git keeps HEADs of its own.
+    const inGitDir = [at('ws/bare/HEAD'), at('ws/bare/logs/HEAD'), at('ws/bare/refs/remotes/origin/HEAD')];
+    const notWrites = ['/w/.git/HEAD', '/w/.git/worktrees/wt/HEAD', '/w/a/.git/modules/m/HEAD', '/w/docs/HEADS', '/w/docs/ORIG_HEAD', '/w/docs/head', '/w/HEAD/x', 'HEAD', ...inGitDir];
     for (const form of writes) expect([form, head?.covers(form, 'write'), head?.covers(form, 'delete')]).toEqual([form, true, false]);
     for (const form of notWrites) expect([form, head?.covers(form, 'write')]).toEqual([form, false]);
   });

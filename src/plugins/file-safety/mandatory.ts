@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync } from 'node:fs';
+import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
 import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
@@ -115,18 +115,44 @@ function anyDepth(id: string, reason: string, patterns: readonly string[]): Prot
   };
 }
 
+/** Whether `dir` holds a `HEAD` (any kind of file): true, false, or undefined when the look failed otherwise. */
+function headIn(dir: string): boolean | undefined {
+  try {
+    lstatSync(`${dir === '/' ? '' : dir}/HEAD`);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? false : undefined;
+  }
+}
+
+/** Whether `dir` or a folder above it holds a `HEAD`: it lies in a git directory. Undefined when a look failed. */
+function inGitDirectory(dir: string): boolean | undefined {
+  for (let at = dir; ; at = path.posix.dirname(at)) {
+    const found = headIn(at);
+    if (found !== false) return found;
+    if (at === '/') return false;
+  }
+}
+
 /**
  * Git takes any folder holding a valid `HEAD` (with `objects` and `refs`) for a
  * repository, a bare one, and obeys its config and hooks when run there: a `docs/HEAD`
- * makes `git status` in `docs` run `docs/config`'s fsmonitor. Writing a `HEAD` outside
- * `.git` therefore needs approval (removing one does not: that unmakes a repository).
+ * makes `git status` in `docs` run `docs/config`'s fsmonitor. Writing a `HEAD` therefore
+ * needs approval, unless it goes into a git directory already (a `.git`, or a folder at
+ * or above it that holds a `HEAD`: a separate git dir's `logs/HEAD`, or its `HEAD` being
+ * updated), whose config and hooks are protected already. Removing one needs none: that
+ * unmakes a repository. A look at the disk that fails asks.
  */
 function gitDirectoryHead(): Protection {
   return {
     id: 'git-directory-head',
     verdict: 'prompt',
-    reason: 'the HEAD of a git directory: git run in its folder would then obey the config and hooks already in it',
-    covers: (form, access) => access === 'write' && path.posix.basename(form) === 'HEAD' && !form.split('/').includes('.git'),
+    reason: 'the HEAD of a new git directory: git run in its folder would then obey the config and hooks already in it',
+    covers: (form, access) => {
+      if (access !== 'write' || path.posix.basename(form) !== 'HEAD' || !form.startsWith('/') || form.split('/').includes('.git')) return false;
+      return inGitDirectory(path.posix.dirname(form)) !== true;
+    },
     holds: () => false,
     samples: (bases) => bases.map((base) => `${base}/HEAD`),
   };
@@ -139,15 +165,8 @@ function gitDirectoryHead(): Protection {
  * candidate name; a look that fails for another reason than absence counts as there.
  */
 function gitDirectoryFiles(): Protection {
-  const holdsHead = (dir: string) => {
-    try {
-      lstatSync(`${dir}/HEAD`);
-      return true;
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      return code !== 'ENOENT' && code !== 'ENOTDIR';
-    }
-  };
+  // A look that fails counts as a HEAD there: the file is then protected.
+  const holdsHead = (dir: string) => headIn(dir) !== false;
   return {
     id: 'git-directory-files',
     verdict: 'prompt',
@@ -167,24 +186,41 @@ function gitDirectoryFiles(): Protection {
 }
 
 /**
- * A symlink whose content names a `.git` directory: a person who `cd`s through it lands
- * inside `.git`, where git takes any folder holding a `HEAD` for a repository, and that
- * folder's config and hooks are nobody's protected files (git writes `HEAD`s all over
- * `.git`). Any case of `.git`, for file systems that ignore it. A hard link of a symlink
- * (made in the temp dir, say) is another symlink with the same content.
+ * A symlink into a git directory (a `.git`, or any folder a `HEAD` at or above makes
+ * one): a person who `cd`s through it lands inside, where git takes any folder holding a
+ * `HEAD` for a repository, and that folder's config and hooks are nobody's protected
+ * files (git writes `HEAD`s all over a git directory). Any case of `.git`, for file
+ * systems that ignore it. A hard link of a symlink (made in the temp dir, say) is another
+ * symlink with the same content.
  */
 export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>, resolved: Pick<ResolvedRequest, 'request' | 'targets'>): Decision | undefined {
   if (resolved.request.operation !== 'link' || target.role !== 'to') return undefined;
   const content = linkContent(resolved);
   if (content === undefined) return undefined;
-  const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git');
+  const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git') || leadsIntoGitDirectory(target.resolved, content);
   if (!into) return undefined;
-  const what = content === null ? 'a link to a symlink that cannot be read' : `a symlink into a .git directory (${JSON.stringify(content)})`;
+  const what = content === null ? 'a link to a symlink that cannot be read' : `a symlink into a git directory (${JSON.stringify(content)})`;
   return {
     verdict: 'prompt',
     reason: `${target.resolved} would be ${what}: git run through it would obey config and hooks there; a person must approve`,
     source: 'file-safety:mandatory:git-symlink',
   };
+}
+
+/**
+ * A git directory not named `.git` (a separate git dir, a bare repository) is one a
+ * folder at or above the link's destination holds a `HEAD` in; a failed look counts.
+ * The destination is taken as written and, where it exists, as the disk resolves it.
+ */
+function leadsIntoGitDirectory(link: string, content: string): boolean {
+  const written = path.posix.resolve(path.posix.dirname(link), content);
+  let real: string | undefined;
+  try {
+    real = realpathSync(written);
+  } catch {
+    real = undefined;
+  }
+  return [written, real].some((dest) => dest !== undefined && inGitDirectory(dest) !== false);
 }
 
 /** What the link made would hold: a symlink's content; undefined for a hard link of anything else; null when unreadable. */
