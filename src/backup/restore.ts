@@ -724,7 +724,7 @@ async function writeSpecial(ctx: RestoreContext, entry: SpecialEntry): Promise<W
     const identity = makeNode(tmp, spec);
     // The node may have inherited its directory's default ACL: only what was recorded stays.
     const extra = entry.xattrs === null ? [] : presentXattrs(ctx.xattrs, tmp).filter((name) => !(name in (entry.xattrs ?? {})));
-    if (extra.length > 0 && !ctx.xattrs?.remove) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `cannot remove the xattrs ${extra.join(', ')} ${entry.path} inherited`);
+    if (extra.length > 0 && !ctx.xattrs?.remove) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path}: cannot remove the xattrs it inherited (${extra.join(', ')})`);
     for (const name of extra) ctx.xattrs?.remove?.(tmp, name);
     return { identity, xattrs: entry.xattrs === null ? 'not-recorded' : 'restored' };
   });

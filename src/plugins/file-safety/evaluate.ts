@@ -129,8 +129,9 @@ export function policyTargetFor<T extends PolicyTarget & { role?: string; kind?:
 /**
  * The whole file-safety policy for one target, as the plugin's three taps decide it:
  * mandatory protections, then rules, then the defaults. The same target, request and
- * policy always give the same decision, but for one look at the disk: whether a config's
- * or hooks' folder holds a HEAD (then it is a git directory).
+ * policy always give the same decision, but for looks at the disk: whether a folder holds
+ * a HEAD (then it is a git directory), and, for a hard link, what the symlink it copies
+ * holds.
  */
 export function evaluateFileSafety(
   input: PolicyTarget & { role?: string },
