@@ -76,12 +76,12 @@ describe('git directories beyond .git/config and .git/hooks', () => {
 
   it.each(['seccomp', 'preload'])('%s: a symlink into .git, where a bare repository was built, needs approval', async (runtime) => {
     world = await repository(`git-into-dot-git-${runtime}`);
-    // Inside .git git writes HEADs of its own, so the repository itself is built freely there.
+    // Under .git/refs names are branch names, not config: a repository is built there freely, its config before its HEAD.
     const command = [
-      'mkdir -p .git/stage/sub/objects .git/stage/sub/refs',
-      'echo "ref: refs/heads/main" > .git/stage/sub/HEAD',
-      `${FSMONITOR_CONFIG} > .git/stage/sub/config`,
-      'ln -s .git/stage/sub sub',
+      'mkdir -p .git/refs/stage/sub/objects .git/refs/stage/sub/refs',
+      `${FSMONITOR_CONFIG} > .git/refs/stage/sub/config`,
+      'echo "ref: refs/heads/main" > .git/refs/stage/sub/HEAD',
+      'ln -s .git/refs/stage/sub sub',
     ].join(' && ');
     const result = await brokeredShell(world, ['run', '--runtime', runtime, '--session', `into-${runtime}`, '--', command]);
     expect(result.status, describeRun(result)).toBe(77);
@@ -93,11 +93,11 @@ describe('git directories beyond .git/config and .git/hooks', () => {
   it('a hard link of such a symlink, made in the temp dir, needs approval too', async () => {
     world = await repository('git-into-dot-git-hard-link');
     const command = [
-      'mkdir -p .git/stage/sub/objects .git/stage/sub/refs',
-      'echo "ref: refs/heads/main" > .git/stage/sub/HEAD',
-      `${FSMONITOR_CONFIG} > .git/stage/sub/config`,
+      'mkdir -p .git/refs/stage/sub/objects .git/refs/stage/sub/refs',
+      `${FSMONITOR_CONFIG} > .git/refs/stage/sub/config`,
+      'echo "ref: refs/heads/main" > .git/refs/stage/sub/HEAD',
       // The temp dir is the command's own: the symlink made there is asked about by nobody.
-      'ln -s "$PWD/.git/stage/sub" "$TMPDIR/l"',
+      'ln -s "$PWD/.git/refs/stage/sub" "$TMPDIR/l"',
       'ln -P "$TMPDIR/l" sub',
     ].join(' && ');
     const result = await run(world, command, { session: 'into-hard-link' });
@@ -118,6 +118,46 @@ describe('git directories beyond .git/config and .git/hooks', () => {
     expect(result.status, describeRun(result)).toBe(0);
     expect(result.stderr).not.toMatch(/approv/);
     expect(personRunsGit(tree, ['rev-list', '--count', 'HEAD']).out.trim()).toBe('2');
+  });
+
+  describe('beside a repository whose git dir is elsewhere in the workspace', () => {
+    async function separate(prefix: string): Promise<{ tree: string; gitDir: string }> {
+      world = await makeWorld(prefix);
+      const tree = path.join(world.ws, 'tree');
+      await fs.mkdir(tree);
+      await fs.mkdir(path.join(world.ws, 'git-dirs'));
+      const gitDir = path.join(world.ws, 'git-dirs', 'one');
+      expect(personRunsGit(tree, ['init', '-q', '--separate-git-dir', gitDir]).status).toBe(0);
+      expect(personRunsGit(tree, ['commit', '-q', '--allow-empty', '-m', 'one']).status).toBe(0);
+      return { tree, gitDir };
+    }
+
+    it("a worktree's git dir keeps its commondir protected after its HEAD is removed", async () => {
+      const { tree, gitDir } = await separate('git-separate-worktree');
+      expect(personRunsGit(tree, ['worktree', 'add', '-q', '../wt']).status).toBe(0);
+      const admin = path.join(gitDir, 'worktrees', 'wt');
+      const command = `rm git-dirs/one/worktrees/wt/HEAD; echo ../../../../notes > git-dirs/one/worktrees/wt/commondir; exit 0`;
+      const result = await run(world!, command, { session: 'separate-worktree' });
+      expect(result.status, describeRun(result)).toBe(77);
+      expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(admin, 'commondir')}`);
+      expect(await fs.readFile(path.join(admin, 'commondir'), 'utf8')).toBe('../..\n');
+    });
+
+    it('a relative symlink moved to where it names a folder in the git dir needs approval', async () => {
+      await separate('git-separate-moved-link');
+      const command = [
+        'mkdir -p git-dirs/one/refs/x/objects git-dirs/one/refs/x/refs',
+        `${FSMONITOR_CONFIG} > git-dirs/one/refs/x/config`,
+        'echo "ref: refs/heads/main" > git-dirs/one/refs/x/HEAD',
+        // Made at the top, ../git-dirs names a folder beside the workspace; moved into tree, it names the git dir.
+        'ln -s ../git-dirs/one/refs/x docs',
+        'mv docs tree/docs',
+      ].join(' && ');
+      const result = await run(world!, command, { session: 'separate-moved-link' });
+      expect(result.status, describeRun(result)).toBe(77);
+      expect(result.stderr).toContain('would be a symlink into a git directory');
+      expect(await exists(path.join(world!.ws, 'tree', 'docs'))).toBe(false);
+    });
   });
 
   it("an existing bare repository's config and hooks need approval, like .git's", async () => {

@@ -64,6 +64,10 @@ beforeAll(async () => {
     'ws/bare/hooks/pre-commit',
     'ws/bare/remotes/.keep',
     'ws/bare/logs/.keep',
+    'ws/bare/logs/refs/heads/.keep',
+    'ws/bare/worktrees/wt/gitdir',
+    'ws/bare/modules/sub/.keep',
+    'ws/.git/worktrees/wt/modules/sub/.keep',
     'ws/bare/refs/remotes/origin/.keep',
     'ws/bare/refs/heads/.keep',
     'ws/plain/config',
@@ -434,6 +438,33 @@ describe('symlinks into .git', () => {
     }
   });
 
+  it('a symlink moved elsewhere is judged where it lands, alone or in a directory moved whole', async () => {
+    // From ws, ../bare names a folder beside ws; from ws/plain it names ws/bare, a git directory.
+    await fs.symlink('../bare', at('ws/moving-link'));
+    await fs.mkdir(at('ws/moving-dir'));
+    await fs.symlink('../../bare', at('ws/moving-dir/docs'));
+    const rename = (from: string, to: string): BrokerRequestInput => ({
+      origin: 'kernel',
+      action: 'check',
+      operation: 'rename',
+      sessionId: 's1',
+      targets: [
+        { role: 'from', path: at(from), access: 'delete' },
+        { role: 'to', path: at(to), access: 'write' },
+      ],
+    });
+    try {
+      expect((await build().broker.handle(rename('ws/moving-link', 'ws/plain/l'))).decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+      expect((await build().broker.handle(rename('ws/moving-link', 'ws/l2'))).decision.verdict).toBe('sandbox');
+      const whole = await build().broker.handle(rename('ws/moving-dir', 'ws/plain/moved'));
+      expect(whole.decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+      expect(whole.decision.reason).toContain('would then hold');
+    } finally {
+      await fs.rm(at('ws/moving-link'));
+      await fs.rm(at('ws/moving-dir'), { recursive: true });
+    }
+  });
+
   it('a deny rule on the link still denies', async () => {
     const outcome = await build({ rules: [{ pattern: 'new-link', decision: 'deny' }] }).broker.handle(symlink('.git/x'));
     expect(outcome.decision.verdict).toBe('deny');
@@ -659,14 +690,23 @@ describe('literalRuns: the text every match of a glob contains', () => {
     for (const form of notWrites) expect([form, head?.covers(form, 'write')]).toEqual([form, false]);
   });
 
+  it('below a git directory, its nested git dirs keep these names protected without a HEAD of their own; refs, logs and objects hold data', () => {
+    const [files] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-files');
+    // wt and sub hold no HEAD here, as after a command removed it to rewrite their config.
+    const covered = ['ws/bare/worktrees/wt/commondir', 'ws/bare/worktrees/wt/config.worktree', 'ws/bare/modules/sub/config', 'ws/bare/modules/sub/hooks/x', 'ws/.git/worktrees/wt/modules/sub/config', 'ws/.git/worktrees/wt/modules/sub/hooks'];
+    const data = ['ws/bare/refs/heads/hooks', 'ws/bare/refs/heads/config', 'ws/bare/logs/refs/heads/config', 'ws/.git/refs/heads/remotes', 'ws/bare/objects/ab/config'];
+    for (const relative of covered) expect([relative, files?.covers(at(relative), 'write')]).toEqual([relative, true]);
+    for (const relative of data) expect([relative, files?.covers(at(relative), 'write')]).toEqual([relative, false]);
+  });
+
   it("looks for a HEAD beside a config, commondir or hooks: there, they are a git directory's", () => {
     const [files] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-files');
     const covered = ['ws/bare/config', 'ws/bare/config.worktree', 'ws/bare/commondir', 'ws/bare/hooks', 'ws/bare/hooks/pre-commit', 'ws/bare/hooks/new/deeper'];
     const notCovered = ['ws/bare/HEAD', 'ws/bare/objects/ab/cdef', 'ws/bare/config/x', 'ws/bare/description', 'ws/plain/config', 'ws/plain/hooks/useThing.ts', 'ws/missing/config', 'ws/a.txt/config'];
     for (const relative of covered) expect([relative, files?.covers(at(relative), 'delete')]).toEqual([relative, true]);
     for (const relative of notCovered) expect([relative, files?.covers(at(relative), 'write')]).toEqual([relative, false]);
-    // Inside .git the patterns above decide; a rule form is not looked up.
-    expect([files?.covers(at('ws/.git/config'), 'write'), files?.covers('~/bare/config', 'write')]).toEqual([false, false]);
+    // A rule form is not looked up; .git's own are covered by its HEAD as well as by the patterns.
+    expect([files?.covers(at('ws/.git/config'), 'write'), files?.covers('~/bare/config', 'write')]).toEqual([true, false]);
   });
 });
 

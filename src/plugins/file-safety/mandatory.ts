@@ -126,13 +126,19 @@ function headIn(dir: string): boolean | undefined {
   }
 }
 
-/** Whether `dir` or a folder above it holds a `HEAD`: it lies in a git directory. Undefined when a look failed. */
-function inGitDirectory(dir: string): boolean | undefined {
+/** The folder at or above `dir` whose `HEAD` makes it a git directory; null for none, undefined when a look failed. */
+function gitDirectoryOf(dir: string): string | null | undefined {
   for (let at = dir; ; at = path.posix.dirname(at)) {
     const found = headIn(at);
-    if (found !== false) return found;
-    if (at === '/') return false;
+    if (found !== false) return found === true ? at : undefined;
+    if (at === '/') return null;
   }
+}
+
+/** Whether `dir` lies in a git directory (undefined when a look failed). */
+function inGitDirectory(dir: string): boolean | undefined {
+  const root = gitDirectoryOf(dir);
+  return root === undefined ? undefined : root !== null;
 }
 
 /**
@@ -158,26 +164,37 @@ function gitDirectoryHead(): Protection {
   };
 }
 
+/** A git directory's own data, where names are branch names and hashes, not config. */
+const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects']);
+
 /**
- * A folder that already holds a `HEAD` (a bare repository in the workspace, or one a
- * person approved making) is a git directory: its config, hooks, commondir and remotes
- * are protected like `.git`'s. Whether the `HEAD` is there is looked up, once per
- * candidate name; a look that fails for another reason than absence counts as there.
+ * In a git directory (a folder holding a `HEAD`, or anything below one: a `.git`, a
+ * separate git dir, a bare repository, and the worktrees' and submodules' git dirs
+ * inside them), `config`, `config.worktree`, `commondir`, `hooks`, `remotes` and
+ * `branches` are protected like `.git`'s, except under its `refs`, `logs` and `objects`
+ * (a branch may be called `hooks`). Below a git directory it does not matter whether the
+ * folder holds a `HEAD` itself: removing a nested one's `HEAD` must not unprotect its
+ * config. Whether a `HEAD` is there is looked up only for paths with one of these names;
+ * a look that fails counts as there.
  */
 function gitDirectoryFiles(): Protection {
-  // A look that fails counts as a HEAD there: the file is then protected.
-  const holdsHead = (dir: string) => headIn(dir) !== false;
+  const protectedIn = (dir: string): boolean => {
+    const root = gitDirectoryOf(dir);
+    if (root === undefined) return true;
+    if (root === null) return false;
+    const first = path.posix.relative(root, dir).split('/')[0] ?? '';
+    return !GIT_DATA_FOLDERS.has(first);
+  };
   return {
     id: 'git-directory-files',
     verdict: 'prompt',
-    reason: 'a git hook or git configuration (its folder holds a HEAD, so git takes it for a repository)',
+    reason: 'a git hook or git configuration (its folder is in a git directory: one holding a HEAD)',
     covers: (form) => {
       // Most paths name none of these: no split, no look at the disk.
       if (!form.startsWith('/') || !GIT_DIR_CODE_NAME_IN_PATH.test(form)) return false;
       const parts = form.split('/');
-      if (parts.includes('.git')) return false;
       return parts.some(
-        (name, at) => at > 1 && GIT_DIR_CODE_NAMES.has(name) && (GIT_DIR_CODE_FOLDERS.has(name) || at === parts.length - 1) && holdsHead(parts.slice(0, at).join('/')),
+        (name, at) => at > 1 && GIT_DIR_CODE_NAMES.has(name) && (GIT_DIR_CODE_FOLDERS.has(name) || at === parts.length - 1) && protectedIn(parts.slice(0, at).join('/')),
       );
     },
     holds: () => false,
@@ -191,18 +208,27 @@ function gitDirectoryFiles(): Protection {
  * `HEAD` for a repository, and that folder's config and hooks are nobody's protected
  * files (git writes `HEAD`s all over a git directory). Any case of `.git`, for file
  * systems that ignore it. A hard link of a symlink (made in the temp dir, say) is another
- * symlink with the same content.
+ * symlink with the same content, and a symlink renamed elsewhere is judged where it lands.
  */
 export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>, resolved: Pick<ResolvedRequest, 'request' | 'targets'>): Decision | undefined {
-  if (resolved.request.operation !== 'link' || target.role !== 'to') return undefined;
+  const { operation } = resolved.request;
+  if ((operation !== 'link' && operation !== 'rename') || target.role !== 'to') return undefined;
   const content = linkContent(resolved);
-  if (content === undefined) return undefined;
-  const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git') || leadsIntoGitDirectory(target.resolved, content);
+  return content === undefined ? undefined : linkIntoGit(target.resolved, content);
+}
+
+/**
+ * The verdict for a symlink holding `content` at `link` (made, hard-linked, or moved
+ * there: a relative one names another place once moved), or undefined when it leads into
+ * no git directory. `null`: its content could not be read, which asks.
+ */
+export function linkIntoGit(link: string, content: string | null): Decision | undefined {
+  const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git') || leadsIntoGitDirectory(link, content);
   if (!into) return undefined;
   const what = content === null ? 'a link to a symlink that cannot be read' : `a symlink into a git directory (${JSON.stringify(content)})`;
   return {
     verdict: 'prompt',
-    reason: `${target.resolved} would be ${what}: git run through it would obey config and hooks there; a person must approve`,
+    reason: `${link} would be ${what}: git run through it would obey config and hooks there; a person must approve`,
     source: 'file-safety:mandatory:git-symlink',
   };
 }
@@ -223,10 +249,10 @@ function leadsIntoGitDirectory(link: string, content: string): boolean {
   return [written, real].some((dest) => dest !== undefined && inGitDirectory(dest) !== false);
 }
 
-/** What the link made would hold: a symlink's content; undefined for a hard link of anything else; null when unreadable. */
+/** What the link made (or moved) would hold: a symlink's content; undefined for anything but a symlink; null when unreadable. */
 function linkContent(resolved: Pick<ResolvedRequest, 'request' | 'targets'>): string | null | undefined {
   const { symbolic, linkTarget } = resolved.request.options;
-  if (symbolic) return linkTarget;
+  if (symbolic && resolved.request.operation === 'link') return linkTarget;
   const source = resolved.targets.find((t) => t.role === 'from');
   if (source?.kind !== 'symlink') return undefined;
   try {

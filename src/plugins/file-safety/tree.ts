@@ -1,9 +1,10 @@
+import { readlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
 import { takenTree } from '../../requests/taken-tree.js';
 import { normaliseForRuleMatch } from '../path-resolution/index.js';
-import { evaluateMandatory } from './mandatory.js';
+import { evaluateMandatory, linkIntoGit } from './mandatory.js';
 import { VERDICT_SEVERITY, evaluateRules } from './evaluate.js';
 import { formsOf, type PolicyTarget } from './patterns.js';
 import type { FileSafetyPolicy } from './policy.js';
@@ -21,7 +22,7 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
   const entries = await treeEntries(target, request);
   if (!entries) return undefined;
   let worst: Decision | undefined;
-  for (const entry of entries) {
+  for (const [index, entry] of entries.entries()) {
     const inside: PolicyTarget = {
       access: entries.access,
       lexical: entry,
@@ -29,7 +30,10 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
       ruleForm: normaliseForRuleMatch(entry, { home: policy.homes[0] ?? '/' }),
     };
     const forms = formsOf(inside, policy.homes);
-    for (const decision of [evaluateMandatory(inside, forms, policy.protections), evaluateRules(inside, policy, forms)]) {
+    // A symlink taken along is judged where it lands: a relative one names another place there.
+    const link = entries.access === 'write' ? entries.links.get(index) : undefined;
+    const linkVerdict = link === undefined ? undefined : linkIntoGit(entry, contentOf(link));
+    for (const decision of [evaluateMandatory(inside, forms, policy.protections), linkVerdict, evaluateRules(inside, policy, forms)]) {
       if (!decision || (decision.verdict !== 'deny' && decision.verdict !== 'prompt')) continue;
       if (!worst || VERDICT_SEVERITY[decision.verdict] > VERDICT_SEVERITY[worst.verdict]) {
         const holds = entries.access === 'write' ? 'would then hold' : 'contains';
@@ -41,16 +45,27 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
   return worst;
 }
 
-type Entries = string[] & { access: 'delete' | 'write' };
+/** The paths reached, how, and which of them are symlinks (by index: where each one is now). */
+type Entries = string[] & { access: 'delete' | 'write'; links: Map<number, string> };
 
 /** The paths a whole-directory operation reaches, and how it reaches them. */
 async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): Promise<Entries | undefined> {
   const taken = takenTree(target, resolved);
   if (!taken) return undefined;
-  const entries = await below(taken.dir);
+  const links = new Map<number, string>();
+  const entries = await below(taken.dir, (index, at) => links.set(index, at));
   // Moved in or copied: each entry's relative path under the destination.
   const landed = taken.landsUnder === taken.dir ? entries : entries.map((entry) => path.posix.join(taken.landsUnder, path.posix.relative(taken.dir, entry)));
-  return withAccess(landed, taken.access);
+  return Object.assign(landed, { access: taken.access, links });
+}
+
+/** A symlink's content, or null when it cannot be read (which asks). */
+function contentOf(link: string): string | null {
+  try {
+    return readlinkSync(link);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -59,19 +74,16 @@ async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): P
  * /usr keep the broker listing for minutes, and a link into a directory the command may
  * not read put that directory's names in a denial.
  */
-async function below(dir: string): Promise<string[]> {
+async function below(dir: string, onLink: (index: number, at: string) => void): Promise<string[]> {
   const found: string[] = [];
   const pending = [dir];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     for (const entry of await readdir(next, { withFileTypes: true })) {
       const child = path.posix.join(next, entry.name);
+      if (entry.isSymbolicLink()) onLink(found.length, child);
       found.push(child);
       if (entry.isDirectory()) pending.push(child);
     }
   }
   return found;
-}
-
-function withAccess(paths: string[], access: 'delete' | 'write'): Entries {
-  return Object.assign(paths, { access });
 }
