@@ -143,6 +143,18 @@ describe('git directories beyond .git/config and .git/hooks', () => {
       expect(await fs.readFile(path.join(admin, 'commondir'), 'utf8')).toBe('../..\n');
     });
 
+    it("removing the git dir's own HEAD (its worktrees need none) needs approval, and its config stays protected", async () => {
+      const { tree, gitDir } = await separate('git-separate-remove-head');
+      expect(personRunsGit(tree, ['worktree', 'add', '-q', '../wt']).status).toBe(0);
+      const configBefore = await fs.readFile(path.join(gitDir, 'config'), 'utf8');
+      const result = await run(world!, `rm git-dirs/one/HEAD; ${FSMONITOR_CONFIG} >> git-dirs/one/config; exit 0`, { session: 'separate-remove-head' });
+      expect(result.status, describeRun(result)).toBe(77);
+      expect(result.stderr).toContain(`brokered-shell: needs approval: delete ${path.join(gitDir, 'HEAD')}`);
+      expect(await fs.readFile(path.join(gitDir, 'config'), 'utf8')).toBe(configBefore);
+      expect(personRunsGit(path.join(world!.ws, 'wt'), ['status', '--short']).status).toBe(0);
+      expect(await exists(path.join(world!.ws, 'wt', 'planted-ran'))).toBe(false);
+    });
+
     it('a relative symlink moved to where it names a folder in the git dir needs approval', async () => {
       await separate('git-separate-moved-link');
       const command = [

@@ -295,7 +295,9 @@ describe('mandatory protections', () => {
     ['a HEAD outside .git makes a git directory', {}, 'write', 'ws/docs/HEAD', 'prompt'],
     ["a separate git dir's reflog of HEAD is git's own", {}, 'write', 'ws/bare/logs/HEAD', 'sandbox'],
     ['even with a rule granting it', { rules: [{ pattern: '**', decision: 'sandbox' }] }, 'write', 'ws/docs/HEAD', 'prompt'],
-    ['removing a HEAD outside .git unmakes one', {}, 'delete', 'ws/bare/HEAD', 'sandbox'],
+    ["removing a bare repository's HEAD would unprotect its config", {}, 'delete', 'ws/bare/HEAD', 'prompt'],
+    ["the reflog's HEAD is data", {}, 'delete', 'ws/bare/logs/HEAD', 'sandbox'],
+    ['a branch called commondir is data', {}, 'write', 'ws/.git/refs/heads/commondir', 'sandbox'],
     ["a bare repository's config", {}, 'write', 'ws/bare/config', 'prompt'],
     ["a bare repository's new hook", {}, 'write', 'ws/bare/hooks/post-checkout', 'prompt'],
     ["a bare repository's hooks directory", {}, 'delete', 'ws/bare/hooks', 'prompt'],
@@ -325,7 +327,6 @@ describe('mandatory protections', () => {
     '.git/refs/heads/feature',
     '.git/index',
     '.git/index.lock',
-    '.git/HEAD',
     '.git/logs/HEAD',
     '.git/COMMIT_EDITMSG',
     '.git/ORIG_HEAD',
@@ -334,6 +335,11 @@ describe('mandatory protections', () => {
     for (const access of ['write', 'delete'] as const) {
       expect((await verdictOf(build(), access, `ws/${file}`)).verdict).toBe('sandbox');
     }
+  });
+
+  it('git can still update HEAD (a rename over it); removing it asks', async () => {
+    expect((await verdictOf(build(), 'write', 'ws/.git/HEAD')).verdict).toBe('sandbox');
+    expect((await verdictOf(build(), 'delete', 'ws/.git/HEAD')).verdict).toBe('prompt');
   });
 });
 
@@ -686,8 +692,16 @@ describe('literalRuns: the text every match of a glob contains', () => {
     // In a git directory already (a `.git`, or where a HEAD is at or above: a separate git dir), git keeps HEADs of its own.
     const inGitDir = [at('ws/bare/HEAD'), at('ws/bare/logs/HEAD'), at('ws/bare/refs/remotes/origin/HEAD')];
     const notWrites = ['/w/.git/HEAD', '/w/.git/worktrees/wt/HEAD', '/w/a/.git/modules/m/HEAD', '/w/docs/HEADS', '/w/docs/ORIG_HEAD', '/w/docs/head', '/w/HEAD/x', 'HEAD', ...inGitDir];
-    for (const form of writes) expect([form, head?.covers(form, 'write'), head?.covers(form, 'delete')]).toEqual([form, true, false]);
+    for (const form of writes) expect([form, head?.covers(form, 'write')]).toEqual([form, true]);
     for (const form of notWrites) expect([form, head?.covers(form, 'write')]).toEqual([form, false]);
+  });
+
+  it("asks before a HEAD is removed, but a remote's HEAD or the reflog: without it a folder's config and hooks would be unprotected", () => {
+    const [head] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-head');
+    const asks = [at('ws/bare/HEAD'), at('ws/.git/HEAD'), at('ws/.git/worktrees/wt/HEAD'), at('ws/docs/HEAD')];
+    const data = [at('ws/bare/logs/HEAD'), at('ws/bare/refs/remotes/origin/HEAD'), at('ws/.git/logs/HEAD')];
+    for (const form of asks) expect([form, head?.covers(form, 'delete')]).toEqual([form, true]);
+    for (const form of data) expect([form, head?.covers(form, 'delete')]).toEqual([form, false]);
   });
 
   it('below a git directory, its nested git dirs keep these names protected without a HEAD of their own; refs, logs and objects hold data', () => {

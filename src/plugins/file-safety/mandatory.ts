@@ -60,8 +60,13 @@ export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
   '.git/config',
   '.git/modules/**/hooks',
   '.git/modules/**/config',
-  '.git/**/config.worktree',
-  '.git/**/commondir',
+  // Named where git keeps them, not at any depth: under refs/ and logs/ they are branch names.
+  '.git/config.worktree',
+  '.git/commondir',
+  '.git/worktrees/*/config.worktree',
+  '.git/worktrees/*/commondir',
+  '.git/modules/**/config.worktree',
+  '.git/modules/**/commondir',
   // Remotes git still reads from files (where a plain `git pull` fetches from), with the
   // folders themselves: a symlink there would name any folder of remotes.
   '.git/remotes',
@@ -126,19 +131,30 @@ function headIn(dir: string): boolean | undefined {
   }
 }
 
-/** The folder at or above `dir` whose `HEAD` makes it a git directory; null for none, undefined when a look failed. */
-function gitDirectoryOf(dir: string): string | null | undefined {
+/** The folders at or above `dir` that hold a `HEAD`, nearest first; undefined when a look failed. */
+function gitRootsOf(dir: string): string[] | undefined {
+  const roots: string[] = [];
   for (let at = dir; ; at = path.posix.dirname(at)) {
     const found = headIn(at);
-    if (found !== false) return found === true ? at : undefined;
-    if (at === '/') return null;
+    if (found === undefined) return undefined;
+    if (found) roots.push(at);
+    if (at === '/') return roots;
   }
 }
 
-/** Whether `dir` lies in a git directory (undefined when a look failed). */
-function inGitDirectory(dir: string): boolean | undefined {
-  const root = gitDirectoryOf(dir);
-  return root === undefined ? undefined : root !== null;
+/** A git directory's own data, where names are branch names and hashes, not config. */
+const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects']);
+
+/**
+ * Where `dir` stands among git directories: `none` outside any; `data` under the `refs`,
+ * `logs` or `objects` of one (`.git/logs` holds a `HEAD` too: the reflog); `inside` in
+ * one otherwise; `unknown` when a look failed.
+ */
+function gitPlaceOf(dir: string, roots = gitRootsOf(dir)): 'none' | 'data' | 'inside' | 'unknown' {
+  if (roots === undefined) return 'unknown';
+  if (roots.length === 0) return 'none';
+  const inData = roots.some((root) => GIT_DATA_FOLDERS.has(path.posix.relative(root, dir).split('/')[0] ?? ''));
+  return inData ? 'data' : 'inside';
 }
 
 /**
@@ -147,25 +163,28 @@ function inGitDirectory(dir: string): boolean | undefined {
  * makes `git status` in `docs` run `docs/config`'s fsmonitor. Writing a `HEAD` therefore
  * needs approval, unless it goes into a git directory already (a `.git`, or a folder at
  * or above it that holds a `HEAD`: a separate git dir's `logs/HEAD`, or its `HEAD` being
- * updated), whose config and hooks are protected already. Removing one needs none: that
- * unmakes a repository. A look at the disk that fails asks.
+ * updated by a rename over it), whose config and hooks are protected already. Removing a
+ * `HEAD` needs approval too, but in a git directory's `refs` or `logs` (a remote's `HEAD`,
+ * the reflog): without it a folder's config and hooks would no longer count as a git
+ * directory's, while worktrees still use them. A look at the disk that fails asks.
  */
 function gitDirectoryHead(): Protection {
   return {
     id: 'git-directory-head',
     verdict: 'prompt',
-    reason: 'the HEAD of a new git directory: git run in its folder would then obey the config and hooks already in it',
+    reason: 'the HEAD of a git directory: git obeys the config and hooks of a folder that holds one, and only then are they protected',
     covers: (form, access) => {
-      if (access !== 'write' || path.posix.basename(form) !== 'HEAD' || !form.startsWith('/') || form.split('/').includes('.git')) return false;
-      return inGitDirectory(path.posix.dirname(form)) !== true;
+      if (path.posix.basename(form) !== 'HEAD' || !form.startsWith('/')) return false;
+      const dir = path.posix.dirname(form);
+      if (access === 'delete') return dir === '/' || gitPlaceOf(dir, gitRootsOf(path.posix.dirname(dir))) !== 'data';
+      if (form.split('/').includes('.git')) return false;
+      const place = gitPlaceOf(dir);
+      return place === 'none' || place === 'unknown';
     },
     holds: () => false,
     samples: (bases) => bases.map((base) => `${base}/HEAD`),
   };
 }
-
-/** A git directory's own data, where names are branch names and hashes, not config. */
-const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects']);
 
 /**
  * In a git directory (a folder holding a `HEAD`, or anything below one: a `.git`, a
@@ -173,17 +192,13 @@ const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects'
  * inside them), `config`, `config.worktree`, `commondir`, `hooks`, `remotes` and
  * `branches` are protected like `.git`'s, except under its `refs`, `logs` and `objects`
  * (a branch may be called `hooks`). Below a git directory it does not matter whether the
- * folder holds a `HEAD` itself: removing a nested one's `HEAD` must not unprotect its
- * config. Whether a `HEAD` is there is looked up only for paths with one of these names;
- * a look that fails counts as there.
+ * folder holds a `HEAD` itself. Whether a `HEAD` is there is looked up only for paths
+ * with one of these names; a look that fails counts as there.
  */
 function gitDirectoryFiles(): Protection {
   const protectedIn = (dir: string): boolean => {
-    const root = gitDirectoryOf(dir);
-    if (root === undefined) return true;
-    if (root === null) return false;
-    const first = path.posix.relative(root, dir).split('/')[0] ?? '';
-    return !GIT_DATA_FOLDERS.has(first);
+    const place = gitPlaceOf(dir);
+    return place === 'inside' || place === 'unknown';
   };
   return {
     id: 'git-directory-files',
@@ -246,7 +261,7 @@ function leadsIntoGitDirectory(link: string, content: string): boolean {
   } catch {
     real = undefined;
   }
-  return [written, real].some((dest) => dest !== undefined && inGitDirectory(dest) !== false);
+  return [written, real].some((dest) => dest !== undefined && gitPlaceOf(dest) !== 'none');
 }
 
 /** What the link made (or moved) would hold: a symlink's content; undefined for anything but a symlink; null when unreadable. */
