@@ -704,6 +704,20 @@ describe('literalRuns: the text every match of a glob contains', () => {
     for (const form of data) expect([form, head?.covers(form, 'delete')]).toEqual([form, false]);
   });
 
+  it("a HEAD planted inside a git directory does not make a nested git dir's config its data: the outermost decides", async () => {
+    const [files] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-files');
+    // A submodule at src/objects/lib keeps its git dir at modules/src/objects/lib; a HEAD at modules/src would see it under objects/.
+    await fs.mkdir(at('ws/bare/modules/src/objects/lib'), { recursive: true });
+    await fs.writeFile(at('ws/bare/modules/src/objects/lib/HEAD'), 'ref: refs/heads/main\n');
+    await fs.writeFile(at('ws/bare/modules/src/HEAD'), 'planted\n');
+    try {
+      expect(files?.covers(at('ws/bare/modules/src/objects/lib/config'), 'write')).toBe(true);
+      expect(files?.covers(at('ws/bare/modules/src/objects/lib/hooks/post-checkout'), 'write')).toBe(true);
+    } finally {
+      await fs.rm(at('ws/bare/modules/src'), { recursive: true });
+    }
+  });
+
   it('below a git directory, its nested git dirs keep these names protected without a HEAD of their own; refs, logs and objects hold data', () => {
     const [files] = buildProtections({ homes: ['/home/u'], protectedPaths: [] }).filter((p) => p.id === 'git-directory-files');
     // wt and sub hold no HEAD here, as after a command removed it to rewrite their config.

@@ -67,6 +67,13 @@ export const GIT_PROTECTED_PATTERNS: readonly string[] = Object.freeze([
   '.git/worktrees/*/commondir',
   '.git/modules/**/config.worktree',
   '.git/modules/**/commondir',
+  // A linked worktree's submodules keep their git dirs under its admin dir.
+  '.git/worktrees/*/modules/**/hooks',
+  '.git/worktrees/*/modules/**/config',
+  '.git/worktrees/*/modules/**/config.worktree',
+  '.git/worktrees/*/modules/**/commondir',
+  '.git/worktrees/*/modules/**/remotes',
+  '.git/worktrees/*/modules/**/branches',
   // Remotes git still reads from files (where a plain `git pull` fetches from), with the
   // folders themselves: a symlink there would name any folder of remotes.
   '.git/remotes',
@@ -147,14 +154,17 @@ const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects'
 
 /**
  * Where `dir` stands among git directories: `none` outside any; `data` under the `refs`,
- * `logs` or `objects` of one (`.git/logs` holds a `HEAD` too: the reflog); `inside` in
- * one otherwise; `unknown` when a look failed.
+ * `logs` or `objects` of the outermost one (`.git/logs` holds a `HEAD` too, the reflog's,
+ * and so does `refs/remotes/origin`); `inside` in one otherwise; `unknown` when a look
+ * failed. Only the outermost decides: a command can put a `HEAD` anywhere inside a git
+ * directory, and one planted above a submodule's git dir at `…/src/objects/lib` must not
+ * make that git dir's config data.
  */
 function gitPlaceOf(dir: string, roots = gitRootsOf(dir)): 'none' | 'data' | 'inside' | 'unknown' {
   if (roots === undefined) return 'unknown';
-  if (roots.length === 0) return 'none';
-  const inData = roots.some((root) => GIT_DATA_FOLDERS.has(path.posix.relative(root, dir).split('/')[0] ?? ''));
-  return inData ? 'data' : 'inside';
+  const outermost = roots.at(-1);
+  if (outermost === undefined) return 'none';
+  return GIT_DATA_FOLDERS.has(path.posix.relative(outermost, dir).split('/')[0] ?? '') ? 'data' : 'inside';
 }
 
 /**
