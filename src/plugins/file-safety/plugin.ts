@@ -1,7 +1,7 @@
 import { PolicyStage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type RequestContext, type ResolvedTarget } from '../../core/index.js';
 import { VERDICT_SEVERITY, evaluateMandatoryStage, evaluateRoots, evaluateRules, policyTargetFor, shadowedRules } from './evaluate.js';
 import { formsOf, type TargetForms } from './patterns.js';
-import { symlinkIntoGit } from './mandatory.js';
+import { symlinkIntoGit } from './git-directories.js';
 import { evaluateTree } from './tree.js';
 import type { FileSafetyOptions } from './options.js';
 import { compileFileSafety, type FileSafetyPolicy } from './policy.js';
