@@ -45,18 +45,23 @@ export interface MetadataOps {
   readonly makeNode?: MakeNode | undefined;
 }
 
-/** Record a file's xattrs as name → base64; undefined when there is no xattr access. */
-export function readXattrs(xattrs: XattrAccess | undefined, file: string): Record<string, string> | undefined {
+/** The names of a file's xattrs; undefined when there is no xattr access. */
+export function xattrNames(xattrs: XattrAccess | undefined, file: string): string[] | undefined {
   if (!xattrs) return undefined;
-  let names: string[];
   try {
-    names = xattrs.list(file);
+    return xattrs.list(file);
   } catch (error) {
     // A file system without xattrs simply has none.
     const code = errorCode(error);
-    if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return {};
+    if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return [];
     throw error;
   }
+}
+
+/** Record a file's xattrs as name → base64; undefined when there is no xattr access. */
+export function readXattrs(xattrs: XattrAccess | undefined, file: string): Record<string, string> | undefined {
+  const names = xattrNames(xattrs, file);
+  if (!xattrs || !names) return undefined;
   const out: Record<string, string> = {};
   for (const name of [...names].sort()) out[name] = xattrs.get(file, name).toString('base64');
   return out;

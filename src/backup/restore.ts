@@ -9,7 +9,7 @@ import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, s
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
 import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type SpecialEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
-import { readXattrs, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
+import { xattrNames, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
 
 export interface RestoreOptions {
@@ -788,7 +788,7 @@ function restoreXattrs(access: XattrAccess | undefined, file: string, recorded: 
 
 /** The names of the xattrs `file` has now (none on a file system without them). */
 function presentXattrs(access: XattrAccess | undefined, file: string): string[] {
-  return Object.keys(readXattrs(access, file) ?? {});
+  return xattrNames(access, file) ?? [];
 }
 
 /** Set atime/mtime (symlinks themselves, not their targets) and check they took to the nanosecond. */

@@ -38,6 +38,15 @@ function gitRootsOf(dir: string): string[] | undefined {
   }
 }
 
+/** Whether `dir` or a folder above it holds a `HEAD`, looking no further than the first; undefined when a look failed. */
+function inGitDirectory(dir: string): boolean | undefined {
+  for (let at = dir; ; at = path.posix.dirname(at)) {
+    const found = headIn(at);
+    if (found !== false) return found;
+    if (at === '/') return false;
+  }
+}
+
 /** A git directory's own data, where names are branch names and hashes, not config. */
 const GIT_DATA_FOLDERS: ReadonlySet<string> = new Set(['refs', 'logs', 'objects']);
 
@@ -77,8 +86,7 @@ export function gitDirectoryHead(): Protection {
       const dir = path.posix.dirname(form);
       if (access === 'delete') return dir === '/' || gitPlaceOf(dir, gitRootsOf(path.posix.dirname(dir))) !== 'data';
       if (form.split('/').includes('.git')) return false;
-      const place = gitPlaceOf(dir);
-      return place === 'none' || place === 'unknown';
+      return inGitDirectory(dir) !== true;
     },
     holds: () => false,
     samples: (bases) => bases.map((base) => `${base}/HEAD`),
@@ -160,7 +168,9 @@ function leadsIntoGitDirectory(link: string, content: string): boolean {
   } catch {
     real = undefined;
   }
-  return [written, real].some((dest) => dest !== undefined && gitPlaceOf(dest) !== 'none');
+  const places = real === undefined || real === written ? [written] : [written, real];
+  // Data folders count too (a repository can be built there): the first HEAD found settles it.
+  return places.some((dest) => inGitDirectory(dest) !== false);
 }
 
 /** What the link made (or moved) would hold: a symlink's content; undefined for anything but a symlink; null when unreadable. */
@@ -168,9 +178,13 @@ function linkContent(resolved: Pick<ResolvedRequest, 'request' | 'targets'>): st
   const { symbolic, linkTarget } = resolved.request.options;
   if (symbolic && resolved.request.operation === 'link') return linkTarget;
   const source = resolved.targets.find((t) => t.role === 'from');
-  if (source?.kind !== 'symlink') return undefined;
+  return source?.kind === 'symlink' ? symlinkContent(source.resolved) : undefined;
+}
+
+/** A symlink's content, or null when it cannot be read (which asks). */
+export function symlinkContent(link: string): string | null {
   try {
-    return readlinkSync(source.resolved);
+    return readlinkSync(link);
   } catch {
     return null;
   }

@@ -1,10 +1,9 @@
-import { readlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
 import { takenTree } from '../../requests/taken-tree.js';
 import { normaliseForRuleMatch } from '../path-resolution/index.js';
-import { linkIntoGit } from './git-directories.js';
+import { linkIntoGit, symlinkContent } from './git-directories.js';
 import { evaluateMandatory } from './mandatory.js';
 import { VERDICT_SEVERITY, evaluateRules } from './evaluate.js';
 import { formsOf, type PolicyTarget } from './patterns.js';
@@ -33,7 +32,7 @@ export async function evaluateTree(target: ResolvedTarget, request: ResolvedRequ
     const forms = formsOf(inside, policy.homes);
     // A symlink taken along is judged where it lands: a relative one names another place there.
     const link = entries.access === 'write' ? entries.links.get(index) : undefined;
-    const linkVerdict = link === undefined ? undefined : linkIntoGit(entry, contentOf(link));
+    const linkVerdict = link === undefined ? undefined : linkIntoGit(entry, symlinkContent(link));
     for (const decision of [evaluateMandatory(inside, forms, policy.protections), linkVerdict, evaluateRules(inside, policy, forms)]) {
       if (!decision || (decision.verdict !== 'deny' && decision.verdict !== 'prompt')) continue;
       if (!worst || VERDICT_SEVERITY[decision.verdict] > VERDICT_SEVERITY[worst.verdict]) {
@@ -60,14 +59,6 @@ async function treeEntries(target: ResolvedTarget, resolved: ResolvedRequest): P
   return Object.assign(landed, { access: taken.access, links });
 }
 
-/** A symlink's content, or null when it cannot be read (which asks). */
-function contentOf(link: string): string | null {
-  try {
-    return readlinkSync(link);
-  } catch {
-    return null;
-  }
-}
 
 /**
  * Every path under `dir`, its own links included as entries but never followed (what a
