@@ -58,7 +58,7 @@ const USAGE = `usage: npm run bench [-- options]   (each option also from the en
                      workloads share what is left and drop measured runs, down to 2 each
   --only LIST        workloads and microbenchmarks to run (BENCH_ONLY, all):
                      ${[...WORKLOAD_IDS, ...MICRO_IDS].join(',')}
-  --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn); native is always kept as the reference
+  --runners LIST     (BENCH_RUNNERS, default ${DEFAULT_RUNNER_IDS.join(',')}; also seccomp-turn; floor-backup runs only where files are backed up); native is always kept as the reference
   --out DIR          where latest.md and latest.json go (BENCH_OUT, bench/results)
 Sizes at scale 1: read 20,000 files; sed 1,000; create 10,000; git 5,000; tar 1,000;
 socket and pipeline 5,000 requests per case (socket after 10,000 of warm-up); backups 16 × 4 MiB per mode;
@@ -185,7 +185,9 @@ export async function runBench(options: BenchOptions, log: (line: string) => voi
           const t0 = Date.now();
           log(`${workload.id}: ${workload.warmup} warm-up + ${workload.runs} runs per runner`);
           const limit = workload.heavy ? { deadlineMs: budget.deadlineFor(heavyLeft--, t0), minRuns: Math.min(2, workload.runs) } : undefined;
-          const result: WorkloadResult = await measureWorkload(workload, slots, log, limit);
+          // Where nothing is backed up the durable floor is the floor: not run again.
+          const runnable = slots.filter((slot) => slot.id !== 'floor-backup' || workload.backsUp === true);
+          const result: WorkloadResult = await measureWorkload(workload, runnable, log, limit);
           report.workloads.push(result);
           if (result.trimmed) {
             report.notes.push(`${workload.id}: ${result.trimmed.done} of ${result.trimmed.planned} measured runs per runner, to keep the whole run within ${options.budgetS} s (--budget)`);

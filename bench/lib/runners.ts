@@ -1,19 +1,21 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { SandboxSession } from '../../src/agent/index.js';
+import { DurableBackupFloor } from './durable-floor.js';
 import { answerAtOnce, loadProduct, type Product } from './sandbox-runner.js';
 import { CLI, REPO_ROOT } from './serve.js';
 import { startPlain, timeProcess, type TimedRun } from './timed-process.js';
 
 /** The runners compared side by side, in table order. */
-export const RUNNER_IDS = ['native', 'floor', 'seccomp', 'seccomp-turn', 'preload', 'srt'] as const;
+export const RUNNER_IDS = ['native', 'floor', 'floor-backup', 'seccomp', 'seccomp-turn', 'preload', 'srt'] as const;
 export type RunnerId = (typeof RUNNER_IDS)[number];
 /** Run unless --runners says otherwise: seccomp-turn only differs where backups are made. */
-export const DEFAULT_RUNNER_IDS: readonly RunnerId[] = ['native', 'floor', 'seccomp', 'preload', 'srt'];
+export const DEFAULT_RUNNER_IDS: readonly RunnerId[] = ['native', 'floor', 'floor-backup', 'seccomp', 'preload', 'srt'];
 
 export const RUNNER_LABELS: Record<RunnerId, string> = {
   native: 'native bash',
   floor: 'sandbox floor (no broker)',
+  'floor-backup': 'sandbox floor + durable backups (no broker)',
   seccomp: 'brokered-shell seccomp',
   'seccomp-turn': 'brokered-shell seccomp, durability turn',
   preload: 'brokered-shell preload',
@@ -82,24 +84,32 @@ type AgentModule = typeof import('../../src/index.js');
  * broker decides anything, so a target it misses cannot be met by work on the broker. Only
  * for the bench's own trees, which hold no symlinks. Its `cli` is the floor of any
  * command-line tool written in Node: Node starts and spawns `bash -c COMMAND`, nothing else.
+ * `floor-backup` adds the durable backup the store's contract requires before each change to an
+ * existing file: what a target it misses needs is a weaker backup contract, not a faster broker.
  */
 class FloorRunner implements Runner {
-  readonly id = 'floor' as const;
   private constructor(
+    readonly id: 'floor' | 'floor-backup',
     private readonly ctx: RunnerContext,
     private readonly sandbox: Product['sandbox'],
+    private readonly backups: DurableBackupFloor | undefined,
   ) {}
 
-  static async open(ctx: RunnerContext): Promise<FloorRunner> {
+  /** `floor-backup` also makes each backup the store's contract requires (durable-floor.ts), in a store under `ctx.home`. */
+  static async open(id: 'floor' | 'floor-backup', ctx: RunnerContext): Promise<FloorRunner> {
     const { sandbox } = await loadProduct(REPO_ROOT);
     const support = sandbox.checkSandboxSupport();
     if (!support.ok) throw new Error(`the kernel sandbox cannot start here: ${support.message}`);
-    return new FloorRunner(ctx, sandbox);
+    const backups = id === 'floor-backup' ? new DurableBackupFloor(path.join(ctx.home, 'floor-backup')) : undefined;
+    return new FloorRunner(id, ctx, sandbox, backups);
   }
 
   async run(command: string, cwd: string): Promise<RunResult> {
     // A bare count, not RequestCounter: its clock reads per request would raise the floor.
     let requests = 0;
+    const backups = this.backups;
+    const answer = backups ? backups.handler : answerAtOnce;
+    backups?.beginRun();
     const timed = await timeProcess(() => {
       const started = this.sandbox.spawnSandboxed({
         argv: ['/bin/bash', '-c', command],
@@ -108,13 +118,13 @@ class FloorRunner implements Runner {
         scratchDirs: [this.ctx.scratch],
         onRequest: (request) => {
           requests += 1;
-          return answerAtOnce(request);
+          return answer(request);
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       return { child: started.child, exit: started.exit };
     });
-    return { ...fromTimed(timed), requests, backups: 0 };
+    return { ...fromTimed(timed), requests, backups: backups?.backups ?? 0 };
   }
 
   cli(command: string, cwd: string): Promise<RunResult> {
@@ -122,7 +132,9 @@ class FloorRunner implements Runner {
     return plain(process.execPath, ['-e', script, command], cwd, this.ctx.env);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.backups?.close();
+  }
 }
 
 type SessionRunnerId = 'seccomp' | 'seccomp-turn' | 'preload';
@@ -265,7 +277,7 @@ export async function openRunners(ids: readonly RunnerId[], ctx: RunnerContext):
     try {
       if (id === 'native') slots.push({ id, runner: new NativeRunner(ctx) });
       else if (id === 'srt') slots.push({ id, runner: await SrtRunner.open(ctx) });
-      else if (id === 'floor') slots.push({ id, runner: await FloorRunner.open(ctx) });
+      else if (id === 'floor' || id === 'floor-backup') slots.push({ id, runner: await FloorRunner.open(id, ctx) });
       else slots.push({ id, runner: await SessionRunner.open(id, ctx, product) });
     } catch (error) {
       slots.push({ id, unavailable: firstLine(error) });

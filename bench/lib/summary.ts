@@ -110,6 +110,12 @@ export function floorFindings(workloads: readonly WorkloadResult[]): string[] {
         line += `; the broker adds ${formatMs(brokerMs)} ms over it${perRequest}`;
       }
     }
+    const durable = of('floor-backup');
+    if (durable?.ratio !== undefined && durable.extraMs !== undefined && workload.via !== 'cli' && (durable.backups ?? 0) > 0) {
+      const durableMeasure = workload.target.kind === 'ratio' ? ratioText(durable.ratio, workload.target) : `+${formatMs(durable.extraMs)} ms`;
+      const durableVerdict = durable.met ? `within ${target}` : `**already misses ${target}**: not reachable while every backup is synced before its change`;
+      line += `; with the durable backups the store's contract requires (${formatNumber(durable.backups ?? 0)} per run) and nothing else, the floor is ${durableMeasure} native, ${durableVerdict}`;
+    }
     lines.push(`${line}.`);
   }
   return lines;

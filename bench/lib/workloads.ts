@@ -29,6 +29,8 @@ export interface Workload {
   check?(cwd: string): void;
   /** Every runner must print the same number of bytes (the read cases). */
   sameStdout?: boolean;
+  /** Changes existing files, so brokered runs back them up: the durable floor (`floor-backup`) differs from the floor only here. */
+  backsUp?: boolean;
 }
 
 export interface WorkloadSizes {
@@ -157,6 +159,7 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
       command: 'sed -i s/a/b/ *.txt',
       via: 'library',
       ...heavy,
+      backsUp: true,
       target: { kind: 'ratio', max: 2.5 },
       // Contents unique to the run: a backup never finds its blob already stored.
       prepare: (tag) => {
@@ -209,6 +212,7 @@ export function defineWorkloads(ws: string, sizes: WorkloadSizes, env: NodeJS.Pr
       command: `tar -xf ../tree.tar`,
       via: 'library',
       ...heavy,
+      backsUp: true,
       prepare: (tag) => {
         tarArchive();
         const dir = fresh('tar', `x-${tag}`);

@@ -1,9 +1,11 @@
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RunnerResult, WorkloadResult } from '../../bench/lib/compare.js';
 import { openRunners } from '../../bench/lib/runners.js';
+import { changedFile } from '../../bench/lib/durable-floor.js';
 import type { MicroRow } from '../../bench/lib/micro.js';
 import { floorFindings, socketFloorFinding } from '../../bench/lib/summary.js';
 
@@ -43,6 +45,27 @@ describe('floor findings', () => {
       'startup-lib: the floor is +3.00 ms native, within ≤ +25 ms.',
       'startup-cli: the floor is +45.0 ms native, **already misses ≤ +25 ms**: no command-line tool in Node can meet it here; the rest of the CLI adds 155 ms over it.',
       "cat: the floor is 1.055× native, **already misses ≤ 1.05×**: no change to the broker's pipeline can meet it here; no request reached the broker (seccomp − floor: -6.40 ms).",
+    ]);
+  });
+
+  it('says whether the durable backups alone, on top of the floor, already miss a target', () => {
+    const lines = floorFindings([
+      workload('sed', { kind: 'ratio', max: 2.5 }, [
+        runner('native', 200),
+        runner('floor', 400, { ratio: 2, extraMs: 200, met: true, requests: 3000 }),
+        runner('floor-backup', 1400, { ratio: 7, extraMs: 1200, met: false, requests: 3000, backups: 1000 }),
+        runner('seccomp', 1700, { ratio: 8.5, extraMs: 1500, met: false, requests: 3000, backups: 1000 }),
+      ]),
+      // No backup made: the durable floor is the floor, nothing more to say.
+      workload('create', { kind: 'ratio', max: 2 }, [
+        runner('native', 2000),
+        runner('floor', 2800, { ratio: 1.4, extraMs: 800, met: true }),
+        runner('floor-backup', 2810, { ratio: 1.405, extraMs: 810, met: true, backups: 0 }),
+      ]),
+    ]);
+    expect(lines).toEqual([
+      "sed: the floor is 2.00× native, within ≤ 2.5×; the broker adds 1,300 ms over it, 433 µs per request; with the durable backups the store's contract requires (1,000 per run) and nothing else, the floor is 7.00× native, **already misses ≤ 2.5×**: not reachable while every backup is synced before its change.",
+      'create: the floor is 1.40× native, within ≤ 2×.',
     ]);
   });
 
@@ -92,5 +115,50 @@ describe('floor runner', () => {
     expect(viaNode.code).toBe(0);
     expect(readFileSync(path.join(workspace, 'e'), 'utf8')).toBe('three\n');
     await slot.runner.close();
+  });
+
+  it('with durable backups, keeps each existing file it changes once per run, before the change, and only those', async () => {
+    const workspace = path.join(base, 'ws-backup');
+    const scratch = path.join(base, 'scratch-backup');
+    const home = path.join(base, 'home-backup');
+    mkdirSync(workspace);
+    mkdirSync(scratch);
+    writeFileSync(path.join(workspace, 'kept'), 'old bytes\n');
+    writeFileSync(path.join(workspace, 'gone'), 'removed\n');
+    const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', TMPDIR: scratch, BROKERED_SHELL_HOME: home };
+    const [slot] = await openRunners(['floor-backup'], { env, workspace, home, srtSettings: '', scratch });
+    if (!slot || !('runner' in slot)) throw new Error(`the floor-backup runner did not open: ${slot && 'unavailable' in slot ? slot.unavailable : '?'}`);
+    const result = await slot.runner.run("sed -i 's/old/new/' kept; echo again >> kept; rm gone; echo fresh > made", workspace);
+    await slot.runner.close();
+    expect(result.code).toBe(0);
+    expect(readFileSync(path.join(workspace, 'kept'), 'utf8')).toBe('new bytes\nagain\n');
+    // kept (once, as it was before sed) and gone; not made, not sed's own temp
+    expect(result.backups).toBe(2);
+    const store = path.join(home, 'floor-backup');
+    const hash = (text: string) => createHash('sha256').update(text).digest('hex');
+    expect(readdirSync(path.join(store, 'blobs')).sort()).toEqual([hash('old bytes\n'), hash('removed\n')].sort());
+    expect(readFileSync(path.join(store, 'blobs', hash('old bytes\n')), 'utf8')).toBe('old bytes\n');
+    const journal = readFileSync(path.join(store, 'journal.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { path: string });
+    expect(journal.map((entry) => path.basename(entry.path)).sort()).toEqual(['gone', 'kept']);
+  });
+});
+
+describe('changedFile', () => {
+  const request = (op: 'open' | 'rename' | 'unlink' | 'mkdir' | 'chmod', flags: number, to?: string) => ({ id: 1, op, pid: 1, tgid: 1, flags, mode: 0, follow: true, path: '/w/a', ...(to ? { to } : {}) });
+  const O_WRONLY = 0o1;
+  const O_RDWR = 0o2;
+  const O_CREAT = 0o100;
+  const O_EXCL = 0o200;
+  const O_TRUNC = 0o1000;
+
+  it('names the existing file a request may change, as the store would back it up', () => {
+    expect(changedFile(request('open', O_WRONLY | O_CREAT | O_TRUNC))).toBe('/w/a');
+    expect(changedFile(request('open', O_RDWR))).toBe('/w/a');
+    expect(changedFile(request('open', O_WRONLY | O_CREAT | O_EXCL))).toBeUndefined();
+    expect(changedFile(request('open', 0))).toBeUndefined();
+    expect(changedFile(request('rename', 0, '/w/b'))).toBe('/w/b');
+    expect(changedFile(request('unlink', 0))).toBe('/w/a');
+    expect(changedFile(request('mkdir', 0))).toBeUndefined();
+    expect(changedFile(request('chmod', 0))).toBeUndefined();
   });
 });
