@@ -84,8 +84,8 @@ type AgentModule = typeof import('../../src/index.js');
  * broker decides anything, so a target it misses cannot be met by work on the broker. Only
  * for the bench's own trees, which hold no symlinks. Its `cli` is the floor of any
  * command-line tool written in Node: Node starts and spawns `bash -c COMMAND`, nothing else.
- * `floor-backup` adds the durable backup the store's contract requires before each change to an
- * existing file: what a target it misses needs is a weaker backup contract, not a faster broker.
+ * `floor-backup` adds the durable backup the store's contract requires before each change
+ * to an existing file: a target it misses needs a weaker contract, not a faster broker.
  */
 class FloorRunner implements Runner {
   private constructor(
