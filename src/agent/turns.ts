@@ -125,15 +125,16 @@ export class TurnController {
       if (!answer.ok && answer.errorCode === ErrorCodes.UNKNOWN_COMMAND) {
         // No backup plugin: the broker's turn is still closed (audit and other taps see it).
         const committed = await this.#broker.commitTurn(message);
-        answer = { ok: true, turnId: committed.id, files: 0 };
+        answer = { ok: true, turnId: committed.id, files: 0, notices: committed.facts.notices };
       }
       if (!answer.ok) throw new Error(typeof answer.error === 'string' ? answer.error : 'CommitModifyBackup failed');
       this.#lastFailed = undefined;
       const files = typeof answer.files === 'number' ? answer.files : 0;
-      const unsaved = Array.isArray(answer.unsaved) ? answer.unsaved.filter((p): p is string => typeof p === 'string') : [];
+      const unsaved = strings(answer.unsaved);
+      const notices = strings(answer.notices);
       const turnId = typeof answer.turnId === 'string' ? answer.turnId : turn.turnId;
       this.#log.info({ phase: 'turn', turnId, files, unsaved: unsaved.length, commitMsg: message }, 'turn committed');
-      return { ok: true, turnId, files, message, ...(unsaved.length > 0 ? { unsaved } : {}) };
+      return { ok: true, turnId, files, message, ...(unsaved.length > 0 ? { unsaved } : {}), ...(notices.length > 0 ? { notices } : {}) };
     } catch (failure) {
       const error = failure instanceof Error ? failure.message : String(failure);
       this.#lastFailed = turn.turnId;
@@ -147,4 +148,9 @@ export class TurnController {
     this.#serial = run.catch(() => undefined);
     return run;
   }
+}
+
+/** The strings of a control answer's list field (none when it is not a list). */
+function strings(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : [];
 }

@@ -132,6 +132,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       const files = ended.files;
       io.err(`brokered-shell: turn ${ended.turnId} backed up ${files} file${files === 1 ? '' : 's'} (brokered-shell backups show ${ended.turnId})`);
     }
+    for (const notice of ended.notices ?? []) io.err(`brokered-shell: warning: ${printable(notice)}`);
     for (const file of ended.unsaved ?? []) {
       io.err(`brokered-shell: changed without a backup (over the size cap, fileBackup.oversize is skip; restoring cannot bring it back): ${printable(file)}`);
     }

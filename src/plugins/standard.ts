@@ -4,6 +4,7 @@ import { AuditPlugin, type AuditOptions } from './audit.js';
 import { CommandPrebackupPlugin } from './command-prebackup/index.js';
 import { FdGrantPlugin } from './fd-grant.js';
 import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
+import { GitPlanNoticePlugin } from './git-plan-notice.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
@@ -66,6 +67,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     new FdGrantPlugin(),
     new SandboxTokenPlugin(),
     new CommandPrebackupPlugin(),
+    // A stopped rebase the turn left with commands in its plan: said at the commit.
+    new GitPlanNoticePlugin({ roots: options.writableRoots }),
     new AuditPlugin(options.audit),
   ];
 }

@@ -191,7 +191,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     broker.hooks.control.for('CommitModifyBackup').tapPromise(this.name, async (payload) => {
       const message = typeof payload.commitMsg === 'string' ? payload.commitMsg : '';
       const turn = await broker.commitTurn(message);
-      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0, unsaved: turn.facts.unsaved ?? [] };
+      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0, unsaved: turn.facts.unsaved ?? [], notices: turn.facts.notices ?? [] };
     });
   }
 
