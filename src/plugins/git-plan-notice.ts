@@ -172,17 +172,19 @@ function symlinkTarget(file: string): string | undefined {
 
 /** A regular file's text, or undefined when it is anything else, unreadable or too large. */
 function readPlan(file: string): string | undefined {
+  // Only a regular file is opened: opening a FIFO can hang, opening a device can act.
+  const seen = lstatQuietly(file);
+  if (!seen?.isFile()) return undefined;
   let fd: number;
   try {
-    // Non-blocking: a FIFO put there must not hang the commit.
     fd = openSync(file, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
   } catch {
     return undefined;
   }
   try {
-    const stats = fstatSync(fd);
-    if (!stats.isFile() || stats.size > MAX_PLAN_BYTES) return undefined;
-    const buffer = Buffer.alloc(stats.size);
+    const stats = fstatSync(fd, { bigint: true });
+    if (!stats.isFile() || stats.ino !== seen.ino || stats.dev !== seen.dev || stats.size > BigInt(MAX_PLAN_BYTES)) return undefined;
+    const buffer = Buffer.alloc(Number(stats.size));
     let filled = 0;
     for (let got = -1; got !== 0 && filled < buffer.length; filled += got) got = readSync(fd, buffer, filled, buffer.length - filled, filled);
     return buffer.subarray(0, filled).toString('utf8');

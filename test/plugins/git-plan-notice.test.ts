@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -100,6 +101,10 @@ describe('noticeFor', () => {
     await fs.rm(todo());
     await fs.mkdir(todo());
     expect(noticeFor(todo())).toContain('could not be read');
+    // A FIFO is not opened: the commit must not wait for a writer.
+    await fs.rmdir(todo());
+    execFileSync('mkfifo', [todo()]);
+    expect(noticeFor(todo())).toBe(`a stopped rebase left a plan git carries out at git rebase --continue that could not be read: read ${todo()} first, or git rebase --abort`);
   });
 });
 
