@@ -67,7 +67,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     new FdGrantPlugin(),
     new SandboxTokenPlugin(),
     new CommandPrebackupPlugin(),
-    // A stopped rebase the turn left with commands in its plan: said at the commit.
+    // A stopped rebase, am, cherry-pick or revert the turn left for --continue: said at the commit.
     new GitPlanNoticePlugin({ roots: options.writableRoots }),
     new AuditPlugin(options.audit),
   ];

@@ -422,6 +422,27 @@ describe('symlinks into .git', () => {
     expect((await build().broker.handle(symlink(linkTarget))).decision.verdict).toBe('sandbox');
   });
 
+  it.each(['.git/rebase-merge', '.git/rebase-merge/git-rebase-todo', '.git/sequencer', '.git/worktrees/wt/rebase-apply/next'])(
+    'a symlink at %s, where git keeps a stopped operation, needs approval wherever it leads',
+    async (where) => {
+      const folder = path.dirname(at(`ws/${where}`));
+      const made = await fs.mkdir(folder, { recursive: true });
+      try {
+        const outcome = await build().broker.handle({ ...symlink('../../stash'), targets: [{ role: 'to', path: at(`ws/${where}`), access: 'write' }] });
+        expect(outcome.decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:mandatory:git-symlink' });
+        expect(outcome.decision.reason).toContain("git's record of a stopped rebase");
+      } finally {
+        if (made) await fs.rm(made, { recursive: true });
+      }
+    },
+  );
+
+  it('a folder named like one outside any git directory is judged as any symlink', async () => {
+    await fs.mkdir(at('ws/src'), { recursive: true });
+    const outcome = await build().broker.handle({ ...symlink('a.txt'), targets: [{ role: 'to', path: at('ws/src/sequencer'), access: 'write' }] });
+    expect(outcome.decision.verdict).toBe('sandbox');
+  });
+
   it('a hard link of a symlink is judged by the symlink it copies', async () => {
     await fs.symlink('.git/stage/sub', at('ws/into-git'));
     const hardLink = (from: string): BrokerRequestInput => ({

