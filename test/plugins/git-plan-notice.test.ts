@@ -57,6 +57,19 @@ async function renameThroughBroker(broker: Broker, from: string, to: string): Pr
   expect(outcome.error).toBeUndefined();
 }
 
+/** One turn that moves a plan into `count` rebase folders of `.git`, each named by a request; the turn's notices. */
+async function plansMovedIntoFolders(count: number, plan: string): Promise<unknown> {
+  const broker = makeBroker([]);
+  return noticesOfTurn(broker, async () => {
+    for (let i = 0; i < count; i += 1) {
+      const folder = path.join(git(), `nested${i}`, 'rebase-merge');
+      await fs.mkdir(folder, { recursive: true });
+      await fs.writeFile(path.join(root, `plan${i}`), plan);
+      await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
+    }
+  });
+}
+
 async function stoppedRebase(plan: string, strategy?: string): Promise<void> {
   await fs.mkdir(rebase(), { recursive: true });
   await fs.writeFile(todo(), plan);
@@ -180,16 +193,7 @@ describe('GitPlanNoticePlugin', () => {
   });
 
   it('follows a bounded number of folders and says how many more there are', async () => {
-    const broker = makeBroker([]);
-    await fs.writeFile(path.join(root, 'plan'), 'x one\n');
-    const notices = await noticesOfTurn(broker, async () => {
-      for (let i = 0; i < 20; i += 1) {
-        const folder = path.join(git(), `nested${i}`, 'rebase-merge');
-        await fs.mkdir(folder, { recursive: true });
-        await fs.copyFile(path.join(root, 'plan'), path.join(root, `plan${i}`));
-        await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
-      }
-    });
+    const notices = await plansMovedIntoFolders(20, 'x one\n');
     expect(notices).toHaveLength(17);
     expect((notices as string[])[16]).toMatch(/^and 4 more stopped git operations the command left: /);
   });
@@ -219,16 +223,7 @@ describe('GitPlanNoticePlugin', () => {
   });
 
   it('says so when a turn names more such folders than it follows', async () => {
-    const broker = makeBroker([]);
-    await fs.writeFile(path.join(root, 'plan'), 'pick 1a2b3c one\n');
-    const notices = await noticesOfTurn(broker, async () => {
-      for (let i = 0; i < 258; i += 1) {
-        const folder = path.join(git(), `n${i}`, 'rebase-merge');
-        await fs.mkdir(folder, { recursive: true });
-        await fs.copyFile(path.join(root, 'plan'), path.join(root, `plan${i}`));
-        await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
-      }
-    });
+    const notices = await plansMovedIntoFolders(258, 'pick 1a2b3c one\n');
     expect((notices as string[]).at(-1)).toBe(
       'the command changed 2 more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (256): read what git would continue in each repository there before continuing it',
     );
