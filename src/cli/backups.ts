@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, type Stats } from 'node:fs';
+import { createReadStream, existsSync, type Stats } from 'node:fs';
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
@@ -23,6 +23,7 @@ import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
+import { noticeFor, stateFolderAt } from '../plugins/git-plan-notice.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 import { contentNow } from './content-now.js';
 import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
@@ -403,6 +404,7 @@ export async function restoreCommand(io: Io, ref: string | undefined, paths: str
     for (const path of report.notInTurn) io.err(`not in turn ${manifest.id}: ${printable(path)}`);
     if (report.rescueTurnId) io.out(`what was replaced is kept in turn ${report.rescueTurnId} (restore it to undo)`);
     if (report.dryRun) io.out('dry run: nothing was changed');
+    else warnStoppedOperations(io, [report]);
     if (report.conflicts.length > 0) {
       io.err(`${report.conflicts.length} file(s) left alone: they are not as the turn left them`);
     }
@@ -470,9 +472,20 @@ async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths:
     if (unsaved > 0) io.err(`${unsaved} file(s) not restored: the turns saved no content for them (over the size cap)`);
     if (report.dryRun) io.out('dry run: nothing was changed');
     else if (report.complete && unsaved === 0) io.out(`rewound ${report.turns.length} turn(s): the files are as they were before turn ${target.id}`);
+    if (!report.dryRun) warnStoppedOperations(io, report.turns);
   }
   if (report.notInTurn.length > 0 || report.turns.some((t) => t.failed.length > 0) || unsavedIn(report.turns) > 0) return ExitCode.FAILURE;
   return report.complete ? ExitCode.OK : ExitCode.CONFLICTS;
+}
+
+/**
+ * A restore can bring back what a stopped rebase, am, cherry-pick or revert left (an
+ * earlier turn's, aborted since): the person's `--continue` would carry it out, so they
+ * hear of it as `run` would have said it.
+ */
+function warnStoppedOperations(io: Io, reports: readonly RestoreReport[]): void {
+  const folders = new Set(reports.flatMap((report) => report.restored.map((item) => stateFolderAt(item.path))).filter((folder): folder is string => folder !== undefined));
+  for (const folder of folders) if (existsSync(folder)) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
 }
 
 /** Files a restore could not bring back because the turn saved no content for them (over the size cap). */

@@ -37,7 +37,7 @@ type StoppedState = (typeof STOPPED_STATES)[number];
 const BUILTIN_STRATEGIES: ReadonlySet<string> = new Set(['ort', 'recursive', 'resolve', 'octopus', 'ours', 'subtree']);
 /** Files larger than this are not read: the notice then only says the folder is there. */
 const MAX_READ_BYTES = 1024 * 1024;
-/** Entries of a folder looked at, linked worktrees per repository, and folders followed per turn. */
+/** Linked worktrees and submodule folders looked at per repository, and folders followed per turn. */
 const MAX_ENTRIES = 256;
 const MAX_FOLDERS = 256;
 /** Folders described at a commit; more are counted in one line. */
@@ -51,10 +51,46 @@ export function execLines(text: string): string[] {
   return text.split('\n').filter((line) => /^[ \t]*(?:exec|x)(?:[ \t]|$)/.test(line)).map((line) => line.trim());
 }
 
-/** The merge strategy named in a sequencer's `opts` (git config syntax), if any. */
-export function optsStrategy(text: string): string | undefined {
-  const value = /^[ \t]*strategy[ \t]*=[ \t]*(.*?)[ \t]*$/m.exec(text)?.[1];
-  return value === undefined ? undefined : value.replace(/^"(.*)"$/, '$1');
+/** Longest `opts` line read; a longer one naming a strategy is reported as unread. */
+const MAX_OPTS_LINE = 4096;
+
+/**
+ * The merge strategies a sequencer's `opts` (git config syntax) may name: every value of
+ * a `strategy` key, any case, quotes and escapes taken off (git uses the last; every one is
+ * reported). `unread` when a line that mentions a strategy is not in a form read here (a
+ * continued value, an overlong line): the caller says so rather than guess.
+ */
+export function optsStrategies(text: string): { values: string[]; unread: boolean } {
+  const values: string[] = [];
+  let unread = false;
+  for (const line of text.split('\n')) {
+    if (!/strategy/i.test(line)) continue;
+    // A section header may share the line with a setting (`[options] strategy = x`).
+    const setting = line.length > MAX_OPTS_LINE ? undefined : /^[ \t]*(?:\[[^\]\n]*\][ \t]*)?([A-Za-z][A-Za-z0-9-]*)[ \t]*=([^\n]*)$/.exec(line);
+    if (!setting) {
+      unread = true;
+      continue;
+    }
+    if (setting[1]?.toLowerCase() !== 'strategy') continue;
+    const raw = (setting[2] ?? '').trim();
+    if (raw.endsWith('\\')) unread = true;
+    values.push(configValue(raw));
+  }
+  return { values, unread };
+}
+
+/** A config value as git takes it: quotes removed, `\x` read as `x`, a comment outside quotes dropped. */
+function configValue(raw: string): string {
+  let out = '';
+  let quoted = false;
+  for (let i = 0; i < raw.length; i += 1) {
+    const c = raw[i] as string;
+    if (c === '\\' && i + 1 < raw.length) out += raw[(i += 1)];
+    else if (c === '"') quoted = !quoted;
+    else if (!quoted && (c === '#' || c === ';')) break;
+    else out += c;
+  }
+  return out.trim();
 }
 
 /** A command as a person can read it whole: whitespace runs as one space, and a long one shown at both ends. */
@@ -105,17 +141,23 @@ function submoduleGitDirs(gitDir: string): string[] {
 }
 
 /**
- * The stopped-operation folder a changed path is in or names, when that folder's parent
- * is a git directory (named `.git`, inside one, or holding a `HEAD`); undefined otherwise.
+ * The stopped-operation folder a changed path is in or names, when that folder's parent is
+ * a git directory: it holds a `HEAD` and `objects` (a repository's, a submodule's) or
+ * `commondir` (a linked worktree's). A reflog's or a remote's `HEAD` folder is none, so a
+ * branch called `sequencer` is not taken for one.
  */
 export function stateFolderAt(changed: string): string | undefined {
   const parts = changed.split('/');
   for (let i = parts.length - 1; i > 1; i -= 1) {
     if (!STOPPED_STATES.some((state) => state.folder === parts[i])) continue;
-    const parent = parts.slice(0, i);
-    if (parent.includes('.git') || lstatQuietly(`${parent.join('/')}/HEAD`) !== undefined) return [...parent, parts[i]].join('/');
+    const parent = parts.slice(0, i).join('/');
+    if (isGitDirectory(parent)) return `${parent}/${parts[i]}`;
   }
   return undefined;
+}
+
+function isGitDirectory(dir: string): boolean {
+  return lstatQuietly(`${dir}/HEAD`) !== undefined && (lstatQuietly(`${dir}/objects`) !== undefined || lstatQuietly(`${dir}/commondir`) !== undefined);
 }
 
 export class GitPlanNoticePlugin implements BrokerPlugin {
@@ -192,24 +234,36 @@ export function noticeFor(folder: string): string {
   return `${where} will run outside the sandbox at ${state.resume}: ${runs.join(' | ')}; ${readIt}`;
 }
 
-/** What continuing the operation would run: the plan's commands, a strategy that is a program. */
+/** What continuing the operation would run (the plan's commands, a strategy that is a program), and what could not be read to tell. */
 function programsIn(folder: string, state: StoppedState): string[] {
   const runs: string[] = [];
-  let strategy: string | undefined;
+  const strategies: string[] = [];
+  const read = (name: string): string | undefined => {
+    const got = readRegular(path.join(folder, name));
+    if ('reason' in got) runs.push(`${name} was not read (${got.reason}): it may run anything`);
+    return 'text' in got ? got.text : undefined;
+  };
   if (state.folder === 'rebase-merge') {
-    const commands = execLines(readRegular(path.join(folder, 'git-rebase-todo')) ?? '');
+    const commands = execLines(read('git-rebase-todo') ?? '');
     runs.push(...commands.slice(0, SHOWN_COMMANDS).map(shown));
     if (commands.length > SHOWN_COMMANDS) runs.push(`and ${commands.length - SHOWN_COMMANDS} more commands`);
-    strategy = readRegular(path.join(folder, 'strategy'))?.trim();
+    const strategy = read('strategy')?.trim();
+    if (strategy) strategies.push(strategy);
   } else if (state.folder === 'sequencer') {
-    strategy = optsStrategy(readRegular(path.join(folder, 'opts')) ?? '');
+    const opts = optsStrategies(read('opts') ?? '');
+    strategies.push(...opts.values);
+    if (opts.unread) runs.push('opts names a merge strategy in a form not read here: it may run a program');
   }
-  if (strategy && !BUILTIN_STRATEGIES.has(strategy)) runs.push(`the merge strategy ${JSON.stringify(shown(strategy))}, a program (git-merge-${shown(strategy)})`);
+  for (const strategy of strategies) {
+    if (!BUILTIN_STRATEGIES.has(strategy)) runs.push(`the merge strategy ${JSON.stringify(shown(strategy))}, a program (git-merge-${shown(strategy)})`);
+  }
   return runs;
 }
 
 /** The files continuing reads what it runs from: always looked at, however many others the folder holds. */
 const KEY_FILES = ['git-rebase-todo', 'strategy', 'opts', 'todo'];
+/** Entries of a stopped-operation folder looked at one by one; a folder with more is taken as changed each time. */
+const MAX_WATCHED_ENTRIES = 10_000;
 
 /** A folder's entries and each one's identity, enough to tell one created, changed or replaced since. */
 function folderIdentity(folder: string): string {
@@ -217,8 +271,10 @@ function folderIdentity(folder: string): string {
   if (!self) return 'absent';
   const parts = [identityOf(self)];
   if (self.isDirectory()) {
-    const names = new Set([...KEY_FILES, ...namesIn(folder).sort().slice(0, MAX_ENTRIES)]);
-    for (const name of names) parts.push(`${name}=${identityOf(lstatQuietly(path.join(folder, name)))}`);
+    const names = namesIn(folder);
+    // Too many to look at each: never taken as unchanged.
+    if (names.length > MAX_WATCHED_ENTRIES) return `${parts[0]}\nunwatched ${names.length} ${process.hrtime.bigint()}`;
+    for (const name of new Set([...KEY_FILES, ...names.sort()])) parts.push(`${name}=${identityOf(lstatQuietly(path.join(folder, name)))}`);
   }
   return parts.join('\n');
 }
@@ -244,24 +300,26 @@ function namesIn(dir: string): string[] {
   }
 }
 
-/** A regular file's text, or undefined when it is anything else, unreadable or too large. */
-function readRegular(file: string): string | undefined {
+/** A regular file's text, nothing when there is none, or why it was not read (not a regular file, too large, unreadable). */
+function readRegular(file: string): { text: string } | { missing: true } | { reason: string } {
   // Only a regular file is opened: opening a FIFO can hang, opening a device can act.
   const seen = lstatQuietly(file);
-  if (!seen?.isFile()) return undefined;
+  if (!seen) return { missing: true };
+  if (!seen.isFile()) return { reason: 'not a regular file' };
+  if (seen.size > BigInt(MAX_READ_BYTES)) return { reason: `${seen.size} bytes` };
   let fd: number;
   try {
     fd = openSync(file, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
   } catch {
-    return undefined;
+    return { reason: 'unreadable' };
   }
   try {
     const stats = fstatSync(fd, { bigint: true });
-    if (!stats.isFile() || stats.ino !== seen.ino || stats.dev !== seen.dev || stats.size > BigInt(MAX_READ_BYTES)) return undefined;
+    if (!stats.isFile() || stats.ino !== seen.ino || stats.dev !== seen.dev || stats.size > BigInt(MAX_READ_BYTES)) return { reason: 'replaced while read' };
     const buffer = Buffer.alloc(Number(stats.size));
     let filled = 0;
     for (let got = -1; got !== 0 && filled < buffer.length; filled += got) got = readSync(fd, buffer, filled, buffer.length - filled, filled);
-    return buffer.subarray(0, filled).toString('utf8');
+    return { text: buffer.subarray(0, filled).toString('utf8') };
   } finally {
     closeSync(fd);
   }

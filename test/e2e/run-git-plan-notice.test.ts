@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { GIT_IDENTITY, describeRun, makeWorld, removeWorld, run, type World } from './run-helpers.js';
+import { GIT_IDENTITY, describeRun, makeWorld, removeWorld, restoreTurn, run, turnsOf, type World } from './run-helpers.js';
 
 let world: World | undefined;
 afterEach(() => removeWorld(world));
@@ -81,5 +81,18 @@ describe('a stopped rebase the command leaves', () => {
     expect(result.status, describeRun(result)).toBe(77);
     expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(world.ws, '.git', 'rebase-merge')}`);
     expect((await fs.lstat(path.join(world.ws, '.git', 'rebase-merge')).catch(() => undefined))?.isSymbolicLink() ?? false).toBe(false);
+  });
+
+  it('is named again when a restore brings it back', async () => {
+    world = await repositoryWithThreeCommits('git-plan-restore');
+    expect((await run(world, stoppedRebase('exec touch continued-ran'), { session: 'plan-restore' })).stderr).toContain('warning: a stopped rebase');
+    const aborted = await run(world, `${env} git rebase --abort`, { session: 'plan-restore' });
+    expect(aborted.status, describeRun(aborted)).toBe(0);
+    expect(aborted.stderr).not.toContain('warning');
+    const abortTurn = (await turnsOf(world, 'plan-restore')).at(-1);
+    if (!abortTurn) throw new Error('no turn recorded for the abort');
+    const restored = await restoreTurn(world, abortTurn.id);
+    expect(restored.status, describeRun(restored)).toBe(0);
+    expect(restored.stderr).toContain(`brokered-shell: warning: a stopped rebase left in ${path.join(world.ws, '.git')} will run outside the sandbox at git rebase --continue: exec touch continued-ran;`);
   });
 });

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Broker, type BrokerPlugin } from '../../src/core/index.js';
-import { GitPlanNoticePlugin, execLines, gitDirOf, noticeFor, optsStrategy, shown, stateFolderAt, stateFoldersOf } from '../../src/plugins/git-plan-notice.js';
+import { GitPlanNoticePlugin, execLines, gitDirOf, noticeFor, optsStrategies, shown, stateFolderAt, stateFoldersOf } from '../../src/plugins/git-plan-notice.js';
 import { HostOperationsPlugin } from '../../src/plugins/host-operations/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets } from '../../src/requests/targets.js';
@@ -18,14 +18,19 @@ const todo = () => path.join(rebase(), 'git-rebase-todo');
 beforeEach(async () => {
   root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'bsh-plan-')));
   repo = path.join(root, 'repo');
-  await fs.mkdir(path.join(repo, '.git'), { recursive: true });
-  await fs.writeFile(path.join(repo, '.git', 'HEAD'), 'ref: refs/heads/main\n');
+  await makeGitDirectory(path.join(repo, '.git'));
   await fs.mkdir(path.join(repo, 'src'));
 });
 
 afterEach(async () => {
   await fs.rm(root, { recursive: true, force: true });
 });
+
+/** What makes a folder a git directory to the plugin: a HEAD and objects. */
+async function makeGitDirectory(dir: string): Promise<void> {
+  await fs.mkdir(path.join(dir, 'objects'), { recursive: true });
+  await fs.writeFile(path.join(dir, 'HEAD'), 'ref: refs/heads/main\n');
+}
 
 const allowAll: BrokerPlugin = {
   name: 'test-allow-all',
@@ -63,7 +68,8 @@ async function plansMovedIntoFolders(count: number, plan: string): Promise<unkno
   return noticesOfTurn(broker, async () => {
     for (let i = 0; i < count; i += 1) {
       const folder = path.join(git(), `nested${i}`, 'rebase-merge');
-      await fs.mkdir(folder, { recursive: true });
+      await makeGitDirectory(path.dirname(folder));
+      await fs.mkdir(folder);
       await fs.writeFile(path.join(root, `plan${i}`), plan);
       await renameThroughBroker(broker, path.join(root, `plan${i}`), path.join(folder, 'git-rebase-todo'));
     }
@@ -83,10 +89,18 @@ describe('what continuing runs', () => {
     expect(execLines('pick 1a2b3c one\nbreak\n')).toEqual([]);
   });
 
-  it("reads a sequencer's strategy, quoted or not", () => {
-    expect(optsStrategy('[options]\n\tstrategy = /x\n')).toBe('/x');
-    expect(optsStrategy('[options]\n\tstrategy = "ort"\n\tsignoff = true\n')).toBe('ort');
-    expect(optsStrategy('[options]\n\tsignoff = true\n')).toBeUndefined();
+  it("reads every strategy a sequencer's opts names, as git reads config", () => {
+    expect(optsStrategies('[options]\n\tstrategy = /x\n')).toEqual({ values: ['/x'], unread: false });
+    expect(optsStrategies('[options]\n\tstrategy = "ort"\n\tsignoff = true\n')).toEqual({ values: ['ort'], unread: false });
+    expect(optsStrategies('[options]\n\tsignoff = true\n')).toEqual({ values: [], unread: false });
+    // Any case, the last of several (all reported), on the header's line, quoted, escaped, commented.
+    expect(optsStrategies('[options]\n\tStrategy = x/evil\n').values).toEqual(['x/evil']);
+    expect(optsStrategies('[options]\n\tstrategy = ort\n\tstrategy = x/evil\n').values).toEqual(['ort', 'x/evil']);
+    expect(optsStrategies('[options] strategy = x/evil\n').values).toEqual(['x/evil']);
+    expect(optsStrategies('[options]\n\tstrategy=x/"evil" ; note\n\tstrategy = x\\/y\n').values).toEqual(['x/evil', 'x/y']);
+    // A value continued on the next line, or a line too long to read: said, not guessed.
+    expect(optsStrategies('[options]\n\tstrategy = x/\\\nevil\n').unread).toBe(true);
+    expect(optsStrategies(`[options]\nstrategy=x${'\t'.repeat(100_000)}y\n`)).toEqual({ values: [], unread: true });
   });
 
   it('shows a command whole: whitespace runs as one space, a long one by both ends', () => {
@@ -120,13 +134,19 @@ describe('where stopped operations are kept', () => {
   it('maps a changed path to its folder only where that folder is in a git directory', async () => {
     expect(stateFolderAt(path.join(rebase(), 'git-rebase-todo.lock'))).toBe(rebase());
     expect(stateFolderAt(rebase())).toBe(rebase());
+    await makeGitDirectory(path.join(git(), 'modules', 'sub'));
     expect(stateFolderAt(path.join(git(), 'modules', 'sub', 'sequencer', 'todo'))).toBe(path.join(git(), 'modules', 'sub', 'sequencer'));
-    // A bare repository: its folder holds a HEAD.
-    await fs.mkdir(path.join(root, 'bare'));
-    await fs.writeFile(path.join(root, 'bare', 'HEAD'), 'ref: refs/heads/main\n');
+    // A bare repository: its folder holds a HEAD and objects.
+    await makeGitDirectory(path.join(root, 'bare'));
     expect(stateFolderAt(path.join(root, 'bare', 'rebase-apply', 'next'))).toBe(path.join(root, 'bare', 'rebase-apply'));
     // A source folder that happens to have the name: no git directory, nothing to follow.
     expect(stateFolderAt(path.join(repo, 'src', 'sequencer', 'todo'))).toBeUndefined();
+    // Nor a branch with the name: refs and the reflog are no git directory, HEAD or not.
+    await fs.mkdir(path.join(git(), 'refs', 'remotes', 'origin'), { recursive: true });
+    await fs.writeFile(path.join(git(), 'refs', 'remotes', 'origin', 'HEAD'), 'ref: refs/remotes/origin/main\n');
+    expect(stateFolderAt(path.join(git(), 'refs', 'heads', 'sequencer'))).toBeUndefined();
+    expect(stateFolderAt(path.join(git(), 'refs', 'remotes', 'origin', 'rebase-merge'))).toBeUndefined();
+    expect(stateFolderAt(path.join(git(), 'logs', 'refs', 'heads', 'sequencer'))).toBeUndefined();
     expect(stateFolderAt(path.join(repo, 'src', 'main.c'))).toBeUndefined();
   });
 });
@@ -148,17 +168,28 @@ describe('noticeFor', () => {
     expect(noticeFor(sequencer)).toContain('will run outside the sandbox at git cherry-pick --continue or git revert --continue: the merge strategy "evil", a program (git-merge-evil)');
   });
 
+  it('says what it could not read instead of taking it for harmless', async () => {
+    await stoppedRebase(`exec touch /tmp/owned\n${'#'.repeat(1_100_000)}\n`);
+    expect(noticeFor(rebase())).toContain(`will run outside the sandbox at git rebase --continue: git-rebase-todo was not read (1100023 bytes): it may run anything;`);
+    const sequencer = path.join(git(), 'sequencer');
+    await fs.mkdir(sequencer);
+    await fs.writeFile(path.join(sequencer, 'opts'), '[options]\n\tstrategy = x/\\\nevil\n');
+    expect(noticeFor(sequencer)).toContain('at git cherry-pick --continue or git revert --continue: opts names a merge strategy in a form not read here: it may run a program |');
+  });
+
   it('counts commands past the first ten', async () => {
     await stoppedRebase(Array.from({ length: 12 }, (_, i) => `x step${i}`).join('\n'));
     expect(noticeFor(rebase())).toContain('x step9 | and 2 more commands;');
   });
 
-  it('opens no FIFO and no symlink', async () => {
+  it('opens no FIFO and no symlink, and says it did not', async () => {
     await fs.mkdir(rebase());
     execFileSync('mkfifo', [todo()]);
     await fs.symlink(path.join(root, 'elsewhere'), path.join(rebase(), 'strategy'));
     await fs.writeFile(path.join(root, 'elsewhere'), '/x\n');
-    expect(noticeFor(rebase())).toBe(`a stopped rebase left in ${git()} is carried out at git rebase --continue, outside the sandbox: read ${rebase()} first, or git rebase --abort`);
+    expect(noticeFor(rebase())).toBe(
+      `a stopped rebase left in ${git()} will run outside the sandbox at git rebase --continue: git-rebase-todo was not read (not a regular file): it may run anything | strategy was not read (not a regular file): it may run anything; read ${rebase()} first, or git rebase --abort`,
+    );
   });
 });
 
@@ -177,7 +208,8 @@ describe('GitPlanNoticePlugin', () => {
 
   it('follows a folder outside its roots from the first request that names it, as it was before', async () => {
     const other = path.join(root, 'other');
-    await fs.mkdir(path.join(other, '.git', 'sequencer'), { recursive: true });
+    await makeGitDirectory(path.join(other, '.git'));
+    await fs.mkdir(path.join(other, '.git', 'sequencer'));
     const opts = path.join(other, '.git', 'sequencer', 'opts');
     await fs.writeFile(opts, '[options]\n\tstrategy = ort\n');
     const staged = path.join(other, 'staged');
@@ -196,6 +228,13 @@ describe('GitPlanNoticePlugin', () => {
     const notices = await plansMovedIntoFolders(20, 'x one\n');
     expect(notices).toHaveLength(17);
     expect((notices as string[])[16]).toMatch(/^and 4 more stopped git operations the command left: /);
+  });
+
+  it('never takes a folder with more entries than it watches for unchanged', async () => {
+    await stoppedRebase('pick 1a2b3c one\n');
+    await Promise.all(Array.from({ length: 10_001 }, (_, i) => fs.writeFile(path.join(rebase(), String(i).padStart(5, '0')), '')));
+    const broker = makeBroker([repo]);
+    expect(await noticesOfTurn(broker, async () => {})).toEqual([expect.stringContaining(`a stopped rebase left in ${git()} is carried out`)]);
   });
 
   it("looks at the submodules' git dirs of its roots' repository without a request naming them", async () => {
