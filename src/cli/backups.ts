@@ -23,7 +23,7 @@ import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
-import { noticeFor, stateFolderAt } from '../plugins/git-plan-notice.js';
+import { isGitDirectory, noticeFor, stateFolderAt } from '../plugins/git-plan-notice/index.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 import { contentNow } from './content-now.js';
 import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
@@ -485,7 +485,9 @@ async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths:
  */
 function warnStoppedOperations(io: Io, reports: readonly RestoreReport[]): void {
   const folders = new Set(reports.flatMap((report) => report.restored.map((item) => stateFolderAt(item.path))).filter((folder): folder is string => folder !== undefined));
-  for (const folder of folders) if (existsSync(folder)) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
+  for (const folder of folders) {
+    if (existsSync(folder) && isGitDirectory(dirname(folder))) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
+  }
 }
 
 /** Files a restore could not bring back because the turn saved no content for them (over the size cap). */

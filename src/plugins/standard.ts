@@ -4,7 +4,7 @@ import { AuditPlugin, type AuditOptions } from './audit.js';
 import { CommandPrebackupPlugin } from './command-prebackup/index.js';
 import { FdGrantPlugin } from './fd-grant.js';
 import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
-import { GitPlanNoticePlugin } from './git-plan-notice.js';
+import { GitPlanNoticePlugin } from './git-plan-notice/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';

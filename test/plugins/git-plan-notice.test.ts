@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Broker, type BrokerPlugin } from '../../src/core/index.js';
-import { GitPlanNoticePlugin, execLines, gitDirOf, noticeFor, optsStrategies, shown, stateFolderAt, stateFoldersOf } from '../../src/plugins/git-plan-notice.js';
+import { GitPlanNoticePlugin, execLines, gitDirOf, isGitDirectory, noticeFor, optsStrategies, shown, stateFolderAt, stateFoldersOf } from '../../src/plugins/git-plan-notice/index.js';
 import { HostOperationsPlugin } from '../../src/plugins/host-operations/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets } from '../../src/requests/targets.js';
@@ -97,7 +97,12 @@ describe('what continuing runs', () => {
     expect(optsStrategies('[options]\n\tStrategy = x/evil\n').values).toEqual(['x/evil']);
     expect(optsStrategies('[options]\n\tstrategy = ort\n\tstrategy = x/evil\n').values).toEqual(['ort', 'x/evil']);
     expect(optsStrategies('[options] strategy = x/evil\n').values).toEqual(['x/evil']);
-    expect(optsStrategies('[options]\n\tstrategy=x/"evil" ; note\n\tstrategy = x\\/y\n').values).toEqual(['x/evil', 'x/y']);
+    expect(optsStrategies('[options]\n\tstrategy=x/"evil" ; note\n\tstrategy = a\\tb\n').values).toEqual(['x/evil', 'a\tb']);
+    // Quoted whitespace stays, as git keeps it: "ort " is no built-in strategy.
+    expect(optsStrategies('[options]\n\tstrategy = "ort "\n').values).toEqual(['ort ']);
+    expect(optsStrategies('[options]\n\tstrategy =   ort   \n').values).toEqual(['ort']);
+    // An escape git refuses: not read.
+    expect(optsStrategies('[options]\n\tstrategy = x\\/y\n')).toEqual({ values: [], unread: true });
     // A value continued on the next line, or a line too long to read: said, not guessed.
     expect(optsStrategies('[options]\n\tstrategy = x/\\\nevil\n').unread).toBe(true);
     expect(optsStrategies(`[options]\nstrategy=x${'\t'.repeat(100_000)}y\n`)).toEqual({ values: [], unread: true });
@@ -131,23 +136,30 @@ describe('where stopped operations are kept', () => {
     expect(stateFoldersOf(git()).sort()).toEqual(expected.sort());
   });
 
-  it('maps a changed path to its folder only where that folder is in a git directory', async () => {
+  it('maps a changed path to the folder it is in or names', () => {
     expect(stateFolderAt(path.join(rebase(), 'git-rebase-todo.lock'))).toBe(rebase());
     expect(stateFolderAt(rebase())).toBe(rebase());
-    await makeGitDirectory(path.join(git(), 'modules', 'sub'));
     expect(stateFolderAt(path.join(git(), 'modules', 'sub', 'sequencer', 'todo'))).toBe(path.join(git(), 'modules', 'sub', 'sequencer'));
-    // A bare repository: its folder holds a HEAD and objects.
+    expect(stateFolderAt(path.join(repo, 'src', 'main.c'))).toBeUndefined();
+  });
+
+  it('counts a stopped operation only in a git directory: a HEAD with objects or commondir', async () => {
+    expect(isGitDirectory(git())).toBe(true);
+    // A bare repository; a linked worktree's git dir.
     await makeGitDirectory(path.join(root, 'bare'));
-    expect(stateFolderAt(path.join(root, 'bare', 'rebase-apply', 'next'))).toBe(path.join(root, 'bare', 'rebase-apply'));
-    // A source folder that happens to have the name: no git directory, nothing to follow.
-    expect(stateFolderAt(path.join(repo, 'src', 'sequencer', 'todo'))).toBeUndefined();
-    // Nor a branch with the name: refs and the reflog are no git directory, HEAD or not.
+    expect(isGitDirectory(path.join(root, 'bare'))).toBe(true);
+    await fs.mkdir(path.join(git(), 'worktrees', 'w'), { recursive: true });
+    await fs.writeFile(path.join(git(), 'worktrees', 'w', 'HEAD'), 'ref: refs/heads/w\n');
+    await fs.writeFile(path.join(git(), 'worktrees', 'w', 'commondir'), '../..\n');
+    expect(isGitDirectory(path.join(git(), 'worktrees', 'w'))).toBe(true);
+    // A source folder; a remote's HEAD folder and the reflog (a branch may be called sequencer).
+    expect(isGitDirectory(path.join(repo, 'src'))).toBe(false);
     await fs.mkdir(path.join(git(), 'refs', 'remotes', 'origin'), { recursive: true });
     await fs.writeFile(path.join(git(), 'refs', 'remotes', 'origin', 'HEAD'), 'ref: refs/remotes/origin/main\n');
-    expect(stateFolderAt(path.join(git(), 'refs', 'heads', 'sequencer'))).toBeUndefined();
-    expect(stateFolderAt(path.join(git(), 'refs', 'remotes', 'origin', 'rebase-merge'))).toBeUndefined();
-    expect(stateFolderAt(path.join(git(), 'logs', 'refs', 'heads', 'sequencer'))).toBeUndefined();
-    expect(stateFolderAt(path.join(repo, 'src', 'main.c'))).toBeUndefined();
+    expect(isGitDirectory(path.join(git(), 'refs', 'remotes', 'origin'))).toBe(false);
+    await fs.mkdir(path.join(git(), 'logs'));
+    await fs.writeFile(path.join(git(), 'logs', 'HEAD'), '');
+    expect(isGitDirectory(path.join(git(), 'logs'))).toBe(false);
   });
 });
 
@@ -174,7 +186,7 @@ describe('noticeFor', () => {
     const sequencer = path.join(git(), 'sequencer');
     await fs.mkdir(sequencer);
     await fs.writeFile(path.join(sequencer, 'opts'), '[options]\n\tstrategy = x/\\\nevil\n');
-    expect(noticeFor(sequencer)).toContain('at git cherry-pick --continue or git revert --continue: opts names a merge strategy in a form not read here: it may run a program |');
+    expect(noticeFor(sequencer)).toContain('at git cherry-pick --continue or git revert --continue: opts names a merge strategy in a form not read here: it may run a program;');
   });
 
   it('counts commands past the first ten', async () => {
@@ -239,8 +251,7 @@ describe('GitPlanNoticePlugin', () => {
 
   it("looks at the submodules' git dirs of its roots' repository without a request naming them", async () => {
     const module = path.join(git(), 'modules', 'libs', 'core');
-    await fs.mkdir(module, { recursive: true });
-    await fs.writeFile(path.join(module, 'HEAD'), 'ref: refs/heads/main\n');
+    await makeGitDirectory(module);
     const broker = makeBroker([repo]);
     const notices = await noticesOfTurn(broker, async () => {
       await fs.mkdir(path.join(module, 'rebase-merge'));
@@ -251,8 +262,8 @@ describe('GitPlanNoticePlugin', () => {
 
   it('looks into a folder moved into a git directory whole', async () => {
     const staged = path.join(root, 'staged');
-    await fs.mkdir(path.join(staged, 'rebase-merge'), { recursive: true });
-    await fs.writeFile(path.join(staged, 'HEAD'), 'ref: refs/heads/main\n');
+    await makeGitDirectory(staged);
+    await fs.mkdir(path.join(staged, 'rebase-merge'));
     await fs.writeFile(path.join(staged, 'rebase-merge', 'git-rebase-todo'), 'x moved-in\n');
     const broker = makeBroker([]);
     const landed = path.join(git(), 'modules', 'sub');
@@ -266,6 +277,48 @@ describe('GitPlanNoticePlugin', () => {
     expect((notices as string[]).at(-1)).toBe(
       'the command changed 2 more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (256): read what git would continue in each repository there before continuing it',
     );
+  });
+
+  it('asks whether a folder is a git directory at the commit, when the person would continue', async () => {
+    // Another repository of the workspace, not its roots' own: only requests name it.
+    const other = path.join(root, 'other', '.git');
+    await makeGitDirectory(other);
+    await fs.writeFile(path.join(root, 'plan'), 'exec hidden-then-back\n');
+    const broker = makeBroker([path.join(repo, 'src')]);
+    const hideObjects = () => renameThroughBroker(broker, path.join(other, 'objects'), path.join(other, 'objects.hidden'));
+    const putBack = () => renameThroughBroker(broker, path.join(other, 'objects.hidden'), path.join(other, 'objects'));
+    const writePlan = async () => {
+      await fs.mkdir(path.join(other, 'rebase-merge'));
+      await renameThroughBroker(broker, path.join(root, 'plan'), path.join(other, 'rebase-merge', 'git-rebase-todo'));
+    };
+    // objects taken away while the plan is written, and put back in the same turn: named.
+    const sameTurn = await noticesOfTurn(broker, async () => {
+      await hideObjects();
+      await writePlan();
+      await putBack();
+    });
+    expect(sameTurn).toEqual([expect.stringContaining(`a stopped rebase left in ${other} will run outside the sandbox at git rebase --continue: exec hidden-then-back;`)]);
+    // Put back only in a later turn: no git directory at the first commit, named at the second.
+    await fs.rm(path.join(other, 'rebase-merge'), { recursive: true });
+    await fs.writeFile(path.join(root, 'plan'), 'exec hidden-then-back\n');
+    expect(await noticesOfTurn(broker, async () => {
+      await hideObjects();
+      await writePlan();
+    })).toBeUndefined();
+    expect(await noticesOfTurn(broker, putBack)).toEqual([expect.stringContaining('exec hidden-then-back;')]);
+  });
+
+  it('says nothing of a folder so named that is in no git directory', async () => {
+    const broker = makeBroker([repo]);
+    const folder = path.join(repo, 'src', 'sequencer');
+    await fs.mkdir(folder);
+    await fs.writeFile(path.join(root, 'step'), 'x axis labels\n');
+    expect(await noticesOfTurn(broker, () => renameThroughBroker(broker, path.join(root, 'step'), path.join(folder, 'todo')))).toBeUndefined();
+  });
+
+  it("takes a rebase's strategy file as git does: all but its newline", async () => {
+    await stoppedRebase('pick 1a2b3c one\n', 'ort ');
+    expect(noticeFor(rebase())).toContain('the merge strategy "ort ", a program (git-merge-ort );');
   });
 
   it("keeps other plugins' notices", async () => {

@@ -1,0 +1,138 @@
+import { lstatSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+/*
+ * Where git keeps a stopped rebase, `git am`, cherry-pick or revert, and how to tell
+ * whether one changed: found on the disk, never through git (whose config the command
+ * may have written).
+ */
+
+/** The folders of a git directory a stopped operation leaves, what it is, and how a person goes on or out. */
+export const STOPPED_STATES = [
+  { folder: 'rebase-merge', what: 'a stopped rebase', resume: 'git rebase --continue', abort: 'git rebase --abort' },
+  { folder: 'rebase-apply', what: 'a stopped rebase or am', resume: 'git rebase --continue or git am --continue', abort: 'git rebase --abort or git am --abort' },
+  { folder: 'sequencer', what: 'a stopped cherry-pick or revert', resume: 'git cherry-pick --continue or git revert --continue', abort: 'git cherry-pick --abort or git revert --abort' },
+] as const;
+export type StoppedState = (typeof STOPPED_STATES)[number];
+
+/** What makes a folder a git directory: these names in it. */
+const GIT_DIRECTORY_MARKS: ReadonlySet<string> = new Set(['HEAD', 'objects', 'commondir']);
+/** Linked worktrees, and folders under `modules` and in each of them, looked at per repository. */
+const MAX_ENTRIES = 256;
+/** The files continuing reads what it runs from: always looked at, however many others a folder holds. */
+const KEY_FILES = ['git-rebase-todo', 'strategy', 'opts', 'todo'];
+/** Entries of a stopped-operation folder looked at one by one; a folder with more is taken as changed each time. */
+const MAX_WATCHED_ENTRIES = 10_000;
+
+/** The git directory of the repository `dir` is in (its `.git` folder, or where a `.git` file points), if any. */
+export function gitDirOf(dir: string): string | undefined {
+  for (let at = dir; ; at = path.dirname(at)) {
+    const dotGit = path.join(at, '.git');
+    const stats = lstatQuietly(dotGit);
+    if (stats?.isDirectory()) return dotGit;
+    if (stats?.isFile()) {
+      const pointer = /^gitdir:[ \t]*(.+?)[ \t]*$/m.exec(readSmall(dotGit) ?? '');
+      return pointer?.[1] ? path.resolve(at, pointer[1]) : undefined;
+    }
+    if (at === path.dirname(at)) return undefined;
+  }
+}
+
+/** Every stopped-operation folder of the repository whose git directory is `gitDir`: its own, its common dir's, each linked worktree's. */
+export function stateFoldersOf(gitDir: string): string[] {
+  const commonText = readSmall(path.join(gitDir, 'commondir'))?.trim();
+  const common = commonText ? path.resolve(gitDir, commonText) : gitDir;
+  const dirs = new Set([gitDir, common]);
+  for (const name of namesIn(path.join(common, 'worktrees')).slice(0, MAX_ENTRIES)) dirs.add(path.join(common, 'worktrees', name));
+  for (const dir of [...dirs]) for (const module of submoduleGitDirs(dir)) dirs.add(module);
+  return [...dirs].flatMap((dir) => STOPPED_STATES.map((state) => path.join(dir, state.folder)));
+}
+
+/** The submodules' git dirs under `gitDir`'s `modules` (a submodule's name may hold slashes; nested ones too), a bounded number. */
+function submoduleGitDirs(gitDir: string): string[] {
+  const found: string[] = [];
+  const queue = [path.join(gitDir, 'modules')];
+  for (let looked = 0; queue.length > 0 && looked < MAX_ENTRIES; looked += 1) {
+    const dir = queue.shift() as string;
+    if (lstatQuietly(path.join(dir, 'HEAD'))) {
+      found.push(dir);
+      queue.push(path.join(dir, 'modules'));
+      continue;
+    }
+    for (const name of namesIn(dir).slice(0, MAX_ENTRIES)) if (lstatQuietly(path.join(dir, name))?.isDirectory()) queue.push(path.join(dir, name));
+  }
+  return found;
+}
+
+/**
+ * The stopped-operation folder a changed path is in or names (its deepest component with
+ * such a name), whether or not its parent is a git directory now: that is asked when the
+ * turn is committed, since a command can take a git directory's `objects` away and put
+ * it back.
+ */
+export function stateFolderAt(changed: string): string | undefined {
+  const parts = changed.split('/');
+  for (let i = parts.length - 1; i > 1; i -= 1) {
+    if (STOPPED_STATES.some((state) => state.folder === parts[i])) return parts.slice(0, i + 1).join('/');
+  }
+  return undefined;
+}
+
+/**
+ * A git directory, where a stopped operation counts: it holds a `HEAD` and `objects` (a
+ * repository's, a submodule's) or `commondir` (a linked worktree's). A reflog's or a
+ * remote's `HEAD` folder is none, so a branch called `sequencer` is not taken for one.
+ */
+export function isGitDirectory(dir: string): boolean {
+  return lstatQuietly(`${dir}/HEAD`) !== undefined && (lstatQuietly(`${dir}/objects`) !== undefined || lstatQuietly(`${dir}/commondir`) !== undefined);
+}
+
+/** The folder a change may make a git directory (its `HEAD`, `objects` or `commondir`), if the path names one. */
+export function markedGitDirectory(changed: string): string | undefined {
+  return GIT_DIRECTORY_MARKS.has(path.basename(changed)) ? path.dirname(changed) : undefined;
+}
+
+/** A folder's entries and each one's identity, enough to tell one created, changed or replaced since. */
+export function folderIdentity(folder: string): string {
+  const self = lstatQuietly(folder);
+  if (!self) return 'absent';
+  const parts = [identityOf(self)];
+  if (self.isDirectory()) {
+    const names = namesIn(folder);
+    // Too many to look at each: never taken as unchanged.
+    if (names.length > MAX_WATCHED_ENTRIES) return `${parts[0]}\nunwatched ${names.length} ${process.hrtime.bigint()}`;
+    for (const name of new Set([...KEY_FILES, ...names.sort()])) parts.push(`${name}=${identityOf(lstatQuietly(path.join(folder, name)))}`);
+  }
+  return parts.join('\n');
+}
+
+function identityOf(stats: ReturnType<typeof lstatQuietly>): string {
+  return stats ? `${stats.mode}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}` : 'absent';
+}
+
+/** What is at `file`, or undefined when nothing can be seen there (missing, a file in the way, no permission). */
+export function lstatQuietly(file: string) {
+  try {
+    return lstatSync(file, { bigint: true, throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+function namesIn(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/** A small regular file's text (`.git` pointer, `commondir`), never through a symlink. */
+function readSmall(file: string): string | undefined {
+  try {
+    const stats = lstatSync(file);
+    return stats.isFile() && stats.size <= 4096 ? readFileSync(file, 'utf8') : undefined;
+  } catch {
+    return undefined;
+  }
+}
