@@ -23,7 +23,7 @@ import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
-import { isGitDirectory, noticeFor, stateFolderAt } from '../plugins/git-plan-notice/index.js';
+import { STOPPED_STATES, isGitDirectory, noticeFor, stateFolderAt } from '../plugins/git-plan-notice/index.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 import { contentNow } from './content-now.js';
 import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
@@ -480,11 +480,27 @@ async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths:
 
 /**
  * A restore can bring back what a stopped rebase, am, cherry-pick or revert left (an
- * earlier turn's, aborted since): the person's `--continue` would carry it out, so they
- * hear of it as `run` would have said it.
+ * earlier turn's, aborted since), or make its folder count again by bringing back the
+ * git directory's `objects` or `HEAD`: the person's `--continue` would carry it out, so
+ * they hear of it as `run` would have said it, for every git directory the restore
+ * wrote in.
  */
 function warnStoppedOperations(io: Io, reports: readonly RestoreReport[]): void {
-  const folders = new Set(reports.flatMap((report) => report.restored.map((item) => stateFolderAt(item.path))).filter((folder): folder is string => folder !== undefined));
+  const folders = new Set<string>();
+  const looked = new Set<string>();
+  for (const item of reports.flatMap((report) => report.restored)) {
+    const named = stateFolderAt(item.path);
+    if (named !== undefined) folders.add(named);
+    // The nearest git directory at or above what was written: all of its stopped operations.
+    for (let dir = dirname(item.path); !looked.has(dir); dir = dirname(dir)) {
+      looked.add(dir);
+      if (isGitDirectory(dir)) {
+        for (const state of STOPPED_STATES) folders.add(join(dir, state.folder));
+        break;
+      }
+      if (dir === dirname(dir)) break;
+    }
+  }
   for (const folder of folders) {
     if (existsSync(folder) && isGitDirectory(dirname(folder))) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
   }

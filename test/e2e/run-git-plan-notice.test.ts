@@ -95,4 +95,26 @@ describe('a stopped rebase the command leaves', () => {
     expect(restored.status, describeRun(restored)).toBe(0);
     expect(restored.stderr).toContain(`brokered-shell: warning: a stopped rebase left in ${path.join(world.ws, '.git')} will run outside the sandbox at git rebase --continue: exec touch continued-ran;`);
   });
+
+  it('is named when a restore makes its folder a git directory again', async () => {
+    world = await repositoryWithThreeCommits('git-plan-restore-objects');
+    const head = personsGit(world.ws, ['rev-parse', 'HEAD']).trim();
+    const onto = personsGit(world.ws, ['rev-parse', 'HEAD~1']).trim();
+    // Turn 1 takes the objects away; turn 2 leaves a rebase where no git directory is then.
+    expect((await run(world, 'rm -rf .git/objects', { session: 'plan-objects' })).status).toBe(0);
+    const plant = [
+      'mkdir .git/rebase-merge && cd .git/rebase-merge',
+      "printf 'exec touch continued-ran\\n' > git-rebase-todo",
+      `echo ${head} > orig-head && echo ${onto} > onto && echo refs/heads/main > head-name && touch interactive && : > done`,
+    ].join(' && ');
+    const planted = await run(world, plant, { session: 'plan-objects' });
+    expect(planted.status, describeRun(planted)).toBe(0);
+    expect(planted.stderr).not.toContain('warning');
+    // The person's restore of turn 1 brings the objects back, and with them the rebase.
+    const firstTurn = (await turnsOf(world, 'plan-objects'))[0];
+    if (!firstTurn) throw new Error('no turn recorded');
+    const restored = await restoreTurn(world, firstTurn.id);
+    expect(restored.status, describeRun(restored)).toBe(0);
+    expect(restored.stderr).toContain(`brokered-shell: warning: a stopped rebase left in ${path.join(world.ws, '.git')} will run outside the sandbox at git rebase --continue: exec touch continued-ran;`);
+  });
 });

@@ -274,9 +274,22 @@ describe('GitPlanNoticePlugin', () => {
 
   it('says so when a turn names more such folders than it follows', async () => {
     const notices = await plansMovedIntoFolders(258, 'pick 1a2b3c one\n');
+    const past = [256, 257].map((i) => path.join(git(), `nested${i}`, 'rebase-merge')).join(', ');
     expect((notices as string[]).at(-1)).toBe(
-      'the command changed 2 more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (256): read what git would continue in each repository there before continuing it',
+      `the command changed 2 more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (256): ${past}; read what git would continue in each repository there before continuing it`,
     );
+  });
+
+  it("does not count its roots' own folders against that limit", async () => {
+    // 100 submodules: 303 folders followed from the turn's start.
+    await Promise.all(Array.from({ length: 100 }, (_, i) => makeGitDirectory(path.join(git(), 'modules', `m${i}`))));
+    const other = path.join(root, 'other', '.git');
+    await makeGitDirectory(other);
+    await fs.writeFile(path.join(root, 'plan'), 'exec elsewhere\n');
+    await fs.mkdir(path.join(other, 'rebase-merge'));
+    const broker = makeBroker([repo]);
+    const notices = await noticesOfTurn(broker, () => renameThroughBroker(broker, path.join(root, 'plan'), path.join(other, 'rebase-merge', 'git-rebase-todo')));
+    expect(notices).toEqual([expect.stringContaining(`a stopped rebase left in ${other} will run outside the sandbox at git rebase --continue: exec elsewhere;`)]);
   });
 
   it('asks whether a folder is a git directory at the commit, when the person would continue', async () => {

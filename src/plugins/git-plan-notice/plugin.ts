@@ -30,14 +30,19 @@ export type GitPlanNoticeOptions = z.input<typeof optionsSchema>;
 const MAX_FOLDERS = 256;
 /** Folders described at a commit; more are counted in one line. */
 const MAX_NOTICES = 16;
+/** Folders past the limit named in its notice. */
+const SHOWN_UNFOLLOWED = 5;
 
 export class GitPlanNoticePlugin implements BrokerPlugin {
   readonly name = PLUGIN_NAME;
   readonly #roots: string[];
   /** Each followed folder as it was before the turn changed it (`absent`: not there). */
   #before = new Map<string, string>();
-  /** Folders the turn named past the limit: not looked at, and said so. */
+  /** Folders the turn named past the limit: not looked at, and said so (a few of them by name). */
   #unfollowed = 0;
+  #unfollowedNamed: string[] = [];
+  /** Folders of the roots' repository, followed from the turn's start: not counted against the limit. */
+  #rootCount = 0;
 
   constructor(options: GitPlanNoticeOptions = {}) {
     this.#roots = parseOptions(PLUGIN_NAME, optionsSchema, options).roots;
@@ -46,7 +51,9 @@ export class GitPlanNoticePlugin implements BrokerPlugin {
   apply(broker: Broker): void {
     broker.hooks.turnStarted.tap(this.name, () => {
       this.#before = new Map(this.#rootFolders().map((folder) => [folder, folderIdentity(folder)]));
+      this.#rootCount = this.#before.size;
       this.#unfollowed = 0;
+      this.#unfollowedNamed = [];
     });
     // Before the operation: a folder elsewhere is taken as it was when the turn first names it.
     broker.hooks.decided.tap({ name: this.name, stage: Stage.LATE }, (_decision, resolved) => this.#follow(resolved));
@@ -77,8 +84,9 @@ export class GitPlanNoticePlugin implements BrokerPlugin {
   #take(folder: string, isNew = false): void {
     const followed = this.#before.has(folder);
     if (followed && !isNew) return;
-    if (!followed && this.#before.size >= MAX_FOLDERS) {
+    if (!followed && this.#before.size - this.#rootCount >= MAX_FOLDERS) {
       this.#unfollowed += 1;
+      if (this.#unfollowedNamed.length < SHOWN_UNFOLLOWED) this.#unfollowedNamed.push(folder);
       return;
     }
     this.#before.set(folder, isNew ? 'absent' : folderIdentity(folder));
@@ -92,7 +100,10 @@ export class GitPlanNoticePlugin implements BrokerPlugin {
     });
     const notices = left.slice(0, MAX_NOTICES).map(([folder]) => noticeFor(folder));
     if (left.length > MAX_NOTICES) notices.push(`and ${left.length - MAX_NOTICES} more stopped git operations the command left: ${left.slice(MAX_NOTICES).map(([folder]) => folder).join(', ')}`);
-    if (this.#unfollowed > 0) notices.push(`the command changed ${this.#unfollowed} more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (${MAX_FOLDERS}): read what git would continue in each repository there before continuing it`);
+    if (this.#unfollowed > 0) {
+      const some = this.#unfollowedNamed.join(', ') + (this.#unfollowed > this.#unfollowedNamed.length ? ', …' : '');
+      notices.push(`the command changed ${this.#unfollowed} more places where git keeps a stopped rebase, am, cherry-pick or revert than were looked at (${MAX_FOLDERS}): ${some}; read what git would continue in each repository there before continuing it`);
+    }
     if (notices.length === 0) return;
     const earlier = Array.isArray(turn.facts.notices) ? (turn.facts.notices as unknown[]).filter((n): n is string => typeof n === 'string') : [];
     turn.facts.notices = [...earlier, ...notices];
