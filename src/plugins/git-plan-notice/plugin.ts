@@ -13,10 +13,13 @@ import { STOPPED_STATES, folderIdentity, gitDirOf, isGitDirectory, markedGitDire
  * writes these folders for every such operation, so writing them cannot need approval.
  * Instead, when a turn leaves one that it created or changed, its commit says so in
  * `turn.facts.notices`, with the commands and strategy programs it found; `brokered-shell
- * run` prints each notice. Followed: the folders of the roots' repository (its linked
- * worktrees' and submodules' too), taken at the turn's start; any other such folder from
- * the first request of the turn that names it or moves a folder into a `.git` above it.
- * (A symlink made in such a folder asks: file-safety's git-directories.ts.)
+ * run` prints each notice, and `backups restore` the same for what it writes in a git
+ * directory. Followed: the folders of the roots' repository (its linked worktrees' and
+ * submodules' too), taken at the turn's start; any other such folder from the first
+ * request of the turn that names it, moves a folder into a `.git` above it, or changes
+ * its git directory's `HEAD`, `objects` or `commondir`. Whether a folder's parent is a
+ * git directory is asked at the commit. (A symlink made in such a folder asks:
+ * file-safety's git-directories.ts.)
  */
 export const PLUGIN_NAME = 'git-plan-notice';
 
@@ -26,7 +29,7 @@ const optionsSchema = z.strictObject({
 });
 export type GitPlanNoticeOptions = z.input<typeof optionsSchema>;
 
-/** Folders followed per turn; past that a turn's notice says how many more there were. */
+/** Folders followed per turn besides the roots' own; past that a turn's notice says how many more there were. */
 const MAX_FOLDERS = 256;
 /** Folders described at a commit; more are counted in one line. */
 const MAX_NOTICES = 16;

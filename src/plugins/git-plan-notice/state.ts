@@ -38,7 +38,7 @@ export function gitDirOf(dir: string): string | undefined {
   }
 }
 
-/** Every stopped-operation folder of the repository whose git directory is `gitDir`: its own, its common dir's, each linked worktree's. */
+/** Every stopped-operation folder of the repository whose git directory is `gitDir`: its own, its common dir's, each linked worktree's and submodule's. */
 export function stateFoldersOf(gitDir: string): string[] {
   const commonText = readSmall(path.join(gitDir, 'commondir'))?.trim();
   const common = commonText ? path.resolve(gitDir, commonText) : gitDir;
