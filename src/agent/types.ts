@@ -122,7 +122,7 @@ export interface EndTurnResult {
    * `fileBackup.oversize: skip`. Restoring the turn cannot bring them back.
    */
   unsaved?: string[];
-  /** What the person should know before going on (`turn.facts.notices`: e.g. a stopped rebase whose plan runs commands). */
+  /** What the person should know before going on (`turn.facts.notices`: e.g. a stopped rebase left for `--continue`). */
   notices?: string[];
   /** The commit message used. */
   message: string;

@@ -168,7 +168,7 @@ const STOPPED_STATE_FOLDERS: ReadonlySet<string> = new Set(['rebase-merge', 'reb
 /**
  * Whether `link` is one of those folders of a git directory, or lies in one. Git makes no
  * symlinks there; one would let a later turn change what `--continue` reads without naming
- * the folder (git-plan-notice.ts watches the folders by name).
+ * the folder (the git-plan-notice plugin follows the folders by name).
  */
 function inStoppedStateFolder(link: string): boolean {
   const parts = link.split('/');
