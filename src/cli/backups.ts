@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { createReadStream, existsSync, type Stats } from 'node:fs';
+import { createReadStream, type Stats } from 'node:fs';
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
@@ -23,7 +23,7 @@ import type { MetadataOps } from '../backup/metadata-ops.js';
 import { native } from '../native/loader.js';
 import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
-import { STOPPED_STATES, isGitDirectory, noticeFor, stateFolderAt } from '../plugins/git-plan-notice/index.js';
+import { noticeFor, stoppedOperationsAround } from '../plugins/git-plan-notice/index.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
 import { contentNow } from './content-now.js';
 import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
@@ -486,24 +486,8 @@ async function rewindCommand(io: Io, backupHome: BackupHome, ref: string, paths:
  * wrote in.
  */
 function warnStoppedOperations(io: Io, reports: readonly RestoreReport[]): void {
-  const folders = new Set<string>();
-  const looked = new Set<string>();
-  for (const item of reports.flatMap((report) => report.restored)) {
-    const named = stateFolderAt(item.path);
-    if (named !== undefined) folders.add(named);
-    // The nearest git directory at or above what was written: all of its stopped operations.
-    for (let dir = dirname(item.path); !looked.has(dir); dir = dirname(dir)) {
-      looked.add(dir);
-      if (isGitDirectory(dir)) {
-        for (const state of STOPPED_STATES) folders.add(join(dir, state.folder));
-        break;
-      }
-      if (dir === dirname(dir)) break;
-    }
-  }
-  for (const folder of folders) {
-    if (existsSync(folder) && isGitDirectory(dirname(folder))) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
-  }
+  const written = reports.flatMap((report) => report.restored.map((item) => item.path));
+  for (const folder of stoppedOperationsAround(written)) io.err(`brokered-shell: warning: ${printable(noticeFor(folder))}`);
 }
 
 /** Files a restore could not bring back because the turn saved no content for them (over the size cap). */

@@ -1,6 +1,7 @@
 import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { Decision, ResolvedRequest, ResolvedTarget } from '../../core/index.js';
+import { stateFolderAt } from '../git-plan-notice/index.js';
 import type { Protection } from './mandatory.js';
 
 /*
@@ -162,17 +163,15 @@ export function linkIntoGit(link: string, content: string | null): Decision | un
   };
 }
 
-/** Where a stopped rebase, `git am`, cherry-pick or revert keeps what `--continue` carries out. */
-const STOPPED_STATE_FOLDERS: ReadonlySet<string> = new Set(['rebase-merge', 'rebase-apply', 'sequencer']);
-
 /**
- * Whether `link` is one of those folders of a git directory, or lies in one. Git makes no
- * symlinks there; one would let a later turn change what `--continue` reads without naming
- * the folder (the git-plan-notice plugin follows the folders by name).
+ * Whether `link` is a folder where git keeps a stopped rebase, `git am`, cherry-pick or
+ * revert (`rebase-merge`, `rebase-apply`, `sequencer` of a git directory), or lies in one.
+ * Git makes no symlinks there; one would let a later turn change what `--continue` reads
+ * without naming the folder (the git-plan-notice plugin follows the folders by name).
  */
 function inStoppedStateFolder(link: string): boolean {
-  const parts = link.split('/');
-  return parts.some((name, at) => at > 1 && STOPPED_STATE_FOLDERS.has(name) && inGitDirectory(parts.slice(0, at).join('/')) !== false);
+  const folder = stateFolderAt(link);
+  return folder !== undefined && inGitDirectory(path.posix.dirname(folder)) !== false;
 }
 
 /**

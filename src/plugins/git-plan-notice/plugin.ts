@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { Stage, type Broker, type BrokerPlugin, type ResolvedRequest, type Turn } from '../../core/index.js';
 import { parseOptions } from '../options.js';
 import { noticeFor } from './notice.js';
-import { STOPPED_STATES, folderIdentity, gitDirOf, isGitDirectory, markedGitDirectory, stateFolderAt, stateFoldersOf } from './state.js';
+import { folderIdentity, gitDirOf, isGitDirectory, markedGitDirectory, stateFolderAt, stateFoldersIn, stateFoldersOf } from './state.js';
 
 /**
  * A stopped rebase, `git am`, cherry-pick or revert keeps what is left of it in a folder
@@ -74,11 +74,11 @@ export class GitPlanNoticePlugin implements BrokerPlugin {
       const marked = markedGitDirectory(target.resolved);
       if (marked !== undefined) {
         const becomes = !isGitDirectory(marked);
-        for (const state of STOPPED_STATES) this.#take(path.join(marked, state.folder), becomes);
+        for (const folder of stateFoldersIn(marked)) this.#take(folder, becomes);
       }
       // A folder moved into a git directory (a git dir of its own, say) brings what is in it.
       if (movesFolder && target.role === 'to' && folder === undefined && target.resolved.split('/').includes('.git')) {
-        for (const state of STOPPED_STATES) this.#take(path.join(target.resolved, state.folder));
+        for (const folder of stateFoldersIn(target.resolved)) this.#take(folder);
       }
     }
   }

@@ -15,6 +15,9 @@ export const STOPPED_STATES = [
 ] as const;
 export type StoppedState = (typeof STOPPED_STATES)[number];
 
+/** A path naming one of those folders; most written paths do not, and are not split. */
+const STATE_FOLDER_IN_PATH = /\/(?:rebase-merge|rebase-apply|sequencer)(?:\/|$)/;
+
 /** What makes a folder a git directory: these names in it. */
 const GIT_DIRECTORY_MARKS: ReadonlySet<string> = new Set(['HEAD', 'objects', 'commondir']);
 /** Linked worktrees, and folders under `modules` and in each of them, looked at per repository. */
@@ -45,7 +48,12 @@ export function stateFoldersOf(gitDir: string): string[] {
   const dirs = new Set([gitDir, common]);
   for (const name of namesIn(path.join(common, 'worktrees')).slice(0, MAX_ENTRIES)) dirs.add(path.join(common, 'worktrees', name));
   for (const dir of [...dirs]) for (const module of submoduleGitDirs(dir)) dirs.add(module);
-  return [...dirs].flatMap((dir) => STOPPED_STATES.map((state) => path.join(dir, state.folder)));
+  return [...dirs].flatMap(stateFoldersIn);
+}
+
+/** The stopped-operation folders a git directory `dir` may hold. */
+export function stateFoldersIn(dir: string): string[] {
+  return STOPPED_STATES.map((state) => path.join(dir, state.folder));
 }
 
 /** The submodules' git dirs under `gitDir`'s `modules` (a submodule's name may hold slashes; nested ones too), a bounded number. */
@@ -71,6 +79,7 @@ function submoduleGitDirs(gitDir: string): string[] {
  * it back.
  */
 export function stateFolderAt(changed: string): string | undefined {
+  if (!STATE_FOLDER_IN_PATH.test(changed)) return undefined;
   const parts = changed.split('/');
   for (let i = parts.length - 1; i > 1; i -= 1) {
     if (STOPPED_STATES.some((state) => state.folder === parts[i])) return parts.slice(0, i + 1).join('/');
@@ -85,6 +94,30 @@ export function stateFolderAt(changed: string): string | undefined {
  */
 export function isGitDirectory(dir: string): boolean {
   return lstatQuietly(`${dir}/HEAD`) !== undefined && (lstatQuietly(`${dir}/objects`) !== undefined || lstatQuietly(`${dir}/commondir`) !== undefined);
+}
+
+/**
+ * The stopped operations that stand in the git directories `written` paths lie in or
+ * name (a restore's, say): each existing folder whose parent is a git directory. The
+ * nearest git directory at or above a path counts whole, since bringing back its
+ * `objects` or `HEAD` can make what it holds count again.
+ */
+export function stoppedOperationsAround(written: Iterable<string>): string[] {
+  const folders = new Set<string>();
+  const looked = new Set<string>();
+  for (const file of written) {
+    const named = stateFolderAt(file);
+    if (named !== undefined) folders.add(named);
+    for (let dir = path.dirname(file); !looked.has(dir); dir = path.dirname(dir)) {
+      looked.add(dir);
+      if (isGitDirectory(dir)) {
+        for (const folder of stateFoldersIn(dir)) folders.add(folder);
+        break;
+      }
+      if (dir === path.dirname(dir)) break;
+    }
+  }
+  return [...folders].filter((folder) => lstatQuietly(folder) !== undefined && isGitDirectory(path.dirname(folder)));
 }
 
 /** The folder a change may make a git directory (its `HEAD`, `objects` or `commondir`), if the path names one. */
