@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
 import { Broker, ErrorCodes, createLogger, type BrokerRequestInput, type Operation } from '../../src/core/index.js';
-import { ModifyBackupPlugin } from '../../src/plugins/modify-backup/index.js';
+import { ModifyBackupPlugin, getModifyBackupHooks } from '../../src/plugins/modify-backup/index.js';
 import { SPARE_PREFIX } from '../../src/backup/spare-temps.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
@@ -218,6 +218,73 @@ describe('ModifyBackupPlugin', () => {
     writeFileSync(f, 'safe');
     expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: false, error: { code: ErrorCodes.STORE_UNAVAILABLE } });
     expect(readFileSync(f, 'utf8')).toBe('safe');
+  });
+});
+
+describe('the exempt hook', () => {
+  /** A broker whose exempt tap keeps `ws/tool-cache` (and what is beneath it) out of the turn. */
+  function exempting(onAsk: (path: string) => void = () => undefined) {
+    const { broker } = setup();
+    const cache = path.join(ws, 'tool-cache');
+    mkdirSync(cache);
+    getModifyBackupHooks(broker).exempt.tap('test-cache', (p) => {
+      onAsk(p);
+      return p === cache || p.startsWith(`${cache}/`) ? 'test-cache' : undefined;
+    });
+    return { broker, cache };
+  }
+
+  it('keeps what a tap names out of the turn, neither backed up nor created, and counts it', async () => {
+    const { broker, cache } = exempting();
+    const old = path.join(cache, 'old');
+    writeFileSync(old, 'old');
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'F');
+    for (const input of [check('delete', { path: old }), check('mkdir', { path: path.join(cache, 'd') }), check('rename', { from: f, to: path.join(cache, 'f') })]) {
+      expect(await broker.handle(input)).toMatchObject({ ok: true });
+    }
+    const { manifest, answer } = await committed(broker);
+    expect(manifest.files.map((e) => e.path)).toEqual([f]);
+    expect((manifest.structure ?? []).map((e) => `${e.kind} ${e.path}`)).toEqual([`directory ${ws}`]);
+    expect(answer).toMatchObject({ files: 1, exempted: { 'test-cache': 3 } });
+  });
+
+  it('records the other side of a tree moved out of an exempt folder, and walks no exempt tree', async () => {
+    const asked: string[] = [];
+    const { broker, cache } = exempting((p) => asked.push(p));
+    mkdirSync(path.join(cache, 'tree/sub'), { recursive: true });
+    writeFileSync(path.join(cache, 'tree/sub/file'), 'x');
+    mkdirSync(path.join(cache, 'gone/deep'), { recursive: true });
+    expect(await broker.handle(check('delete', { path: path.join(cache, 'gone') }, { recursive: true }))).toMatchObject({ ok: true });
+    expect(asked).toEqual([path.join(cache, 'gone')]);
+    expect(await broker.handle(check('rename', { from: path.join(cache, 'tree'), to: path.join(ws, 'tree') }))).toMatchObject({ ok: true });
+    const { manifest, answer } = await committed(broker);
+    expect((manifest.structure ?? []).map((e) => `${e.kind} ${e.path}`).sort()).toEqual([
+      `absent ${path.join(ws, 'tree')}`,
+      `absent ${path.join(ws, 'tree/sub')}`,
+      `absent ${path.join(ws, 'tree/sub/file')}`,
+      `directory ${ws}`,
+    ]);
+    // Counted once each: the removed folder, the moved folder and what it held.
+    expect(answer.exempted).toEqual({ 'test-cache': 4 });
+  });
+
+  it('a tap that throws refuses the change (fail closed)', async () => {
+    const { broker } = setup();
+    getModifyBackupHooks(broker).exempt.tap('test-broken', () => {
+      throw new Error('broken tap');
+    });
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'safe');
+    expect(await broker.handle(check('delete', { path: f }))).toMatchObject({ ok: false });
+    expect(readFileSync(f, 'utf8')).toBe('safe');
+  });
+
+  it('counts nothing without a tap', async () => {
+    const { broker } = setup();
+    writeFileSync(path.join(ws, 'f'), 'x');
+    await broker.handle(check('delete', { path: path.join(ws, 'f') }));
+    expect((await committed(broker)).answer.exempted).toEqual({});
   });
 });
 

@@ -27,49 +27,82 @@ export interface RecordPlan {
   directories: string[];
   created: string[];
   parents: string[];
+  /** Paths left out of the record because an `exempt` tap named them (parents not included), with the name. */
+  exempted: Array<{ path: string; by: string }>;
 }
+
+/**
+ * The name of what keeps a path, and everything beneath it, out of the record; undefined
+ * when it is recorded as usual. Asked for every path of every modifying request: no I/O.
+ */
+export type ExemptFrom = (path: string) => string | undefined;
 
 /** Operations that change an existing directory's or special file's own metadata (or remove it). */
 const NODE_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rename', 'chmod', 'chown', 'touch', 'xattr']);
 
-export async function recordPlan(resolved: ResolvedRequest): Promise<RecordPlan> {
+export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom): Promise<RecordPlan> {
   const { request, targets } = resolved;
-  const plan: RecordPlan = { content: [], directories: [], created: [], parents: [] };
+  const plan: RecordPlan = { content: [], directories: [], created: [], parents: [], exempted: [] };
+  const record = recorder(plan, exempt);
+  const outside = (p: string) => exempt?.(p) !== undefined;
   const from = targets.find((t) => t.role === 'from');
   const to = targets.find((t) => t.role === 'to');
   for (const target of targets) {
     if (target.access === 'read') continue;
     const file = target.resolved;
-    if (target.kind === 'file' || target.kind === 'symlink') plan.content.push(file);
+    const by = exempt?.(file);
+    if (by !== undefined) {
+      // Named with everything beneath it, and the name it adds or removes in its folder with it: nothing to walk or record.
+      plan.exempted.push({ path: file, by });
+      continue;
+    }
+    if (target.kind === 'file' || target.kind === 'symlink') record.content(file);
     else if (target.kind === 'other') {
-      if (NODE_CHANGES.has(request.operation) || target.access === 'delete') plan.content.push(file);
-    } else if (target.kind === 'absent' && target.access === 'write') plan.created.push(file);
+      if (NODE_CHANGES.has(request.operation) || target.access === 'delete') record.content(file);
+    } else if (target.kind === 'absent' && target.access === 'write') record.created(file);
     else if (target.kind === 'directory') {
-      if (NODE_CHANGES.has(request.operation)) plan.directories.push(file);
+      if (NODE_CHANGES.has(request.operation)) record.directories(file);
       // An O_TMPFILE open, a mkdir that will fail with EEXIST, a copy into it: names may appear in it.
-      else plan.parents.push(file);
-      if (request.operation === 'delete' && request.options.recursive) await walkInto(file, plan);
+      else record.parents(file);
+      if (request.operation === 'delete' && request.options.recursive) await walkInto(file, record);
     }
     // Names are added or removed in the parent: a new path, a deletion, either end of a rename.
-    if (target.kind === 'absent' || target.access === 'delete' || request.operation === 'rename') plan.parents.push(dirname(file));
+    if (target.kind === 'absent' || target.access === 'delete' || request.operation === 'rename') record.parents(dirname(file));
   }
-  if (request.operation === 'rename' && from?.kind === 'directory' && to && to.kind !== 'file' && to.kind !== 'symlink') {
+  if (request.operation === 'rename' && from?.kind === 'directory' && to && to.kind !== 'file' && to.kind !== 'symlink' && !(outside(from.resolved) && outside(to.resolved))) {
     // The whole tree leaves `from` and appears under `to` (which is absent, or an empty directory it replaces).
-    const tree = await walkInto(from.resolved, plan);
+    const tree = await walkInto(from.resolved, record);
     if (to.kind === 'absent' || (to.kind === 'directory' && (await isEmptyDirectory(to.resolved)))) {
-      for (const rel of tree) plan.created.push(join(to.resolved, rel));
+      for (const rel of tree) record.created(join(to.resolved, rel));
     }
   }
-  if (request.operation === 'copy' && request.options.recursive && from?.kind === 'directory' && to && (to.kind === 'directory' || to.kind === 'absent')) {
+  if (request.operation === 'copy' && request.options.recursive && from?.kind === 'directory' && to && (to.kind === 'directory' || to.kind === 'absent') && !outside(to.resolved)) {
     // A tree copy overwrites the destination's files that share a relative path with the source, and creates the rest.
     for (const rel of await treeOf(from.resolved)) {
       const destination = join(to.resolved, rel.path);
       const kind = to.kind === 'absent' ? 'absent' : await kindOf(destination);
-      if (kind === 'absent') plan.created.push(destination);
-      else if (kind === 'file') plan.content.push(destination);
+      if (kind === 'absent') record.created(destination);
+      else if (kind === 'file') record.content(destination);
     }
   }
   return plan;
+}
+
+type Recorder = Record<'content' | 'directories' | 'created' | 'parents', (path: string) => void>;
+
+/** Adds paths to the plan's lists, leaving out (and noting) those an exempt tap names. */
+function recorder(plan: RecordPlan, exempt: ExemptFrom | undefined): Recorder {
+  const list = (name: keyof Recorder): ((path: string) => void) => {
+    const into = plan[name];
+    if (!exempt) return (path) => void into.push(path);
+    return (path) => {
+      const by = exempt(path);
+      if (by === undefined) into.push(path);
+      // A parent only has its times moved: not a change of its own to count.
+      else if (name !== 'parents') plan.exempted.push({ path, by });
+    };
+  };
+  return { content: list('content'), directories: list('directories'), created: list('created'), parents: list('parents') };
 }
 
 interface TreeItem {
@@ -105,12 +138,12 @@ async function treeOf(dir: string): Promise<TreeItem[]> {
 }
 
 /** Add a tree's files (content) and directories to the plan; returns its relative paths. */
-async function walkInto(dir: string, plan: RecordPlan): Promise<string[]> {
+async function walkInto(dir: string, record: Recorder): Promise<string[]> {
   const tree = await treeOf(dir);
   for (const item of tree) {
     const file = join(dir, item.path);
-    if (item.type === 'directory') plan.directories.push(file);
-    else plan.content.push(file);
+    if (item.type === 'directory') record.directories(file);
+    else record.content(file);
   }
   return tree.map((item) => item.path);
 }

@@ -13,10 +13,16 @@ import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '.
 import { durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
-import { recordPlan } from './affected-files.js';
-import { getModifyBackupHooks, type BackedUpInfo } from './hooks.js';
+import { recordPlan, type ExemptFrom, type RecordPlan } from './affected-files.js';
+import { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
 
 export { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
+export type { ExemptFrom } from './affected-files.js';
+
+/** The exempt taps as one test, or none when nothing taps (then no path pays for the question). */
+function exemptFrom(exempt: ModifyBackupHooks['exempt']): ExemptFrom | undefined {
+  return exempt.isUsed() ? (path) => exempt.call(path) : undefined;
+}
 
 export const modifyBackupOptionsSchema = z.strictObject({
   /** Store root (`$BROKERED_SHELL_HOME` or `~/.brokered-shell`). */
@@ -56,6 +62,8 @@ export class ModifyBackupPlugin implements BrokerPlugin {
    * (changes then proceed without backups) rather than leave it half open.
    */
   #enabled: boolean;
+  /** The distinct paths exempt taps kept out of the open turn, by name. */
+  #exempted: { turnId: string; paths: Map<string, Set<string>> } | undefined;
 
   constructor(options: ModifyBackupOptions, storeOptions: Partial<OpenStoreOptions> = {}) {
     this.#options = parseOptions(this.name, modifyBackupOptionsSchema, options);
@@ -87,11 +95,13 @@ export class ModifyBackupPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
+    const { exempt } = getModifyBackupHooks(broker);
     broker.hooks.preModifyBackup.tapPromise({ name: this.name, stage: Stage.NORMAL }, async (resolved, _decision, context) => {
       const turnId = broker.currentTurn?.id;
       if (!turnId) throw new BrokerError(ErrorCodes.BACKUP_FAILED, 'no open turn to back up into');
       if (!this.#enabled) return;
-      const plan = await recordPlan(resolved);
+      const plan = await recordPlan(resolved, exemptFrom(exempt));
+      this.#countExempted(turnId, plan.exempted);
       if (plan.content.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
       // Made only when something is logged: a child logger per request cost more than the rest of this tap.
@@ -146,6 +156,10 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     });
 
     broker.hooks.turnCommitting.tapPromise(this.name, async (turn) => {
+      // Counted first: a turn that changed only exempt paths may have no store turn at all.
+      const exempted = this.#exempted?.turnId === turn.id ? this.#exempted.paths : undefined;
+      this.#exempted = undefined;
+      if (exempted) turn.facts.exempted = Object.fromEntries([...exempted].map(([by, paths]) => [by, paths.size]));
       // A store that never opened holds nothing of this turn (every backup would have
       // failed, and with it the change): there is nothing to commit and nothing lost.
       const store = await this.store(broker).catch(() => undefined);
@@ -191,8 +205,27 @@ export class ModifyBackupPlugin implements BrokerPlugin {
     broker.hooks.control.for('CommitModifyBackup').tapPromise(this.name, async (payload) => {
       const message = typeof payload.commitMsg === 'string' ? payload.commitMsg : '';
       const turn = await broker.commitTurn(message);
-      return { ok: true, turnId: turn.id, files: turn.facts.backups ?? 0, unsaved: turn.facts.unsaved ?? [], notices: turn.facts.notices ?? [] };
+      return {
+        ok: true,
+        turnId: turn.id,
+        files: turn.facts.backups ?? 0,
+        unsaved: turn.facts.unsaved ?? [],
+        notices: turn.facts.notices ?? [],
+        exempted: turn.facts.exempted ?? {},
+      };
     });
+  }
+
+  /** Paths of the open turn an exempt tap kept out of it, by the tap's name: counted at the commit, never listed. */
+  #countExempted(turnId: string, exempted: RecordPlan['exempted']): void {
+    if (exempted.length === 0) return;
+    if (this.#exempted?.turnId !== turnId) this.#exempted = { turnId, paths: new Map() };
+    const { paths } = this.#exempted;
+    for (const { path, by } of exempted) {
+      let named = paths.get(by);
+      if (!named) paths.set(by, (named = new Set()));
+      named.add(path);
+    }
   }
 
   #publish(broker: Broker, entry: BackupEntry, info: BackedUpInfo): void {
