@@ -1,6 +1,7 @@
 import type { BrokerPlugin } from '../core/index.js';
 import { ApprovalPlugin, type ApprovalOptions } from './approval.js';
 import { AuditPlugin, type AuditOptions } from './audit.js';
+import { CacheRootsPlugin, type CacheRootsOptions } from './cache-roots/index.js';
 import { CommandPrebackupPlugin } from './command-prebackup/index.js';
 import { FdGrantPlugin } from './fd-grant.js';
 import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
@@ -27,6 +28,11 @@ export interface StandardPluginsOptions {
   userHome?: string;
   backup?: { enabled?: boolean; fileBackupMaxSizeMB?: number; oversize?: 'deny' | 'skip'; durability?: 'each' | 'turn' };
   deleteMode?: 'trash' | 'unlink';
+  /**
+   * Tools' caches, changed without a question and kept out of the backups (CacheRootsPlugin;
+   * its `home` defaults to `userHome`). None when absent.
+   */
+  cacheRoots?: CacheRootsOptions;
   /** Directories the command changes without asking (its temp dir): see HostOperationsPlugin. */
   volatileRoots?: string[];
   /** Environment used to locate the home trash (XDG_DATA_HOME, HOME). */
@@ -59,6 +65,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     // Empty until the owner grants what a person approved (one instance per broker).
     new SessionGrantsPlugin(),
     new ModifyBackupPlugin({ home: options.home, ...options.backup }),
+    ...(options.cacheRoots ? [new CacheRootsPlugin({ ...(options.userHome ? { home: options.userHome } : {}), ...options.cacheRoots })] : []),
     new HostOperationsPlugin({
       ...(options.deleteMode ? { defaultDeleteMode: options.deleteMode } : {}),
       ...(options.trashEnv ? { env: options.trashEnv } : {}),

@@ -1,0 +1,12 @@
+export { CACHE_ROOTS_STAGE, CacheRootsPlugin, PLUGIN_NAME } from './plugin.js';
+export {
+  cacheRootPathSchema,
+  cacheRootRemovalSchema,
+  cacheRootsOptionsSchema,
+  cacheRootsSettingsSchema,
+  type CacheRootsOptions,
+  type CacheRootsSettings,
+  type CacheRootsSettingsInput,
+} from './options.js';
+export { CACHE_ROOT_DEFAULTS, CACHE_ROOT_DEFAULT_NAMES, presentDefaults, type CacheRootDefault, type CacheRootLocation } from './defaults.js';
+export { compileCacheRoots, expandHome, realForm, type CacheRoot, type CacheRootPlace, type CacheRootSet, type KeptOut } from './roots.js';
