@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
+import { cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { issueLines } from '../core/issues.js';
 import type { StandardPluginsOptions } from '../plugins/standard.js';
@@ -18,6 +18,7 @@ export const sessionConfigSchema = z.strictObject({
   sandbox: sandboxConfigSchema.prefault({}),
   /** Writable besides the workspace (relative ones are taken from the workspace). */
   writableRoots: z.array(pathSchema).default([]),
+  cacheRoots: cacheRootsConfigSchema.prefault({}),
   fileBackup: fileBackupConfigSchema.prefault({}),
   fileSafety: fileSafetyConfigSchema.prefault({}),
 });
@@ -53,6 +54,8 @@ export interface BrokerPlace {
   /** The broker's own files besides the store (its socket directory). */
   protectedPaths?: string[];
   userHome?: string;
+  /** The commands' environment: where the tools keep their caches (default: this process's). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** The standard plugins' options for a configuration, as `run`, `serve` and sessions build them. */
@@ -62,6 +65,7 @@ export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): St
     writableRoots: [place.workspace, ...(place.extraRoots ?? []), ...config.writableRoots.map((root) => path.resolve(place.workspace, root))],
     rules: config.fileSafety.rules,
     outsideRoots: config.fileSafety.outsideRoots,
+    cacheRoots: { ...config.cacheRoots, ...(place.env ? { env: place.env } : {}) },
     protectedPaths: place.protectedPaths ?? [],
     ...(place.volatileRoots ? { volatileRoots: place.volatileRoots } : {}),
     ...(place.userHome ? { userHome: place.userHome } : {}),

@@ -1,6 +1,8 @@
+import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../config/load.js';
-import { PROJECT_CONFIG_FILE, configJsonSchema } from '../config/schema.js';
+import { PROJECT_CONFIG_FILE, configJsonSchema, type BrokeredShellConfig } from '../config/schema.js';
+import { compileCacheRoots } from '../plugins/cache-roots/index.js';
 import { ExitCode } from './exit-codes.js';
 import { printJson, type Io } from './output.js';
 
@@ -20,6 +22,21 @@ export async function showCommand(io: Io, options: { workspace?: string }, env: 
     io.err(`brokered-shell: ${what} config ${source.file}${source.found ? '' : ' (not found)'}`);
   }
   io.err(`brokered-shell: ${PROJECT_CONFIG_FILE} itself is protected: changing it needs approval`);
+  for (const line of cacheRootLines(loaded.config.cacheRoots, env)) io.err(`brokered-shell: ${line}`);
   printJson(io, loaded.config);
   return ExitCode.OK;
+}
+
+/**
+ * The effective cache roots, as a session started now would have them (the defaults
+ * present on this machine, less `remove`, plus `add`), and what is kept out of them.
+ */
+function cacheRootLines(settings: BrokeredShellConfig['cacheRoots'], env: NodeJS.ProcessEnv): string[] {
+  const set = compileCacheRoots(settings, { home: os.homedir(), env });
+  if (set.roots.length === 0) return ['no cache roots (cacheRoots): every write outside the writable roots is judged as usual'];
+  return [
+    'cache roots, changed without a question or a backup (cacheRoots):',
+    ...set.roots.map((root) => `  ${root.real} (${root.from === 'add' ? 'added' : root.from})`),
+    ...(set.keptOut.length > 0 ? ['kept out of them:', ...set.keptOut.map((out) => `  ${out.real} (${out.why})`)] : []),
+  ];
 }

@@ -3,6 +3,7 @@ export {
   PROJECT_CONFIG_FILE,
   absoluteRootSchema,
   brokeredShellConfigSchema,
+  cacheRootsConfigSchema,
   configJsonSchema,
   defaultConfig,
   fileBackupConfigSchema,

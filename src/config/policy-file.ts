@@ -3,17 +3,28 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
 import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
 import { durabilitySchema, normaliseMaxSizeMB } from '../backup/settings.js';
+import { cacheRootPathSchema } from '../plugins/cache-roots/options.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
 import type { BrokeredShellConfig } from './schema.js';
 
 /**
- * The `--policy FILE` of `run` and `serve`: writable roots and file-safety rules.
+ * The `--policy FILE` of `run` and `serve`: writable roots, cache roots and file-safety rules.
  * Relative roots are taken from the workspace, so one policy file fits any checkout.
  * A subset of the configuration (schema.ts) in its own older shape; `applyPolicyFile`
  * below maps it onto the configuration.
  */
 export const policyFileSchema = z.strictObject({
   writableRoots: z.array(z.string().min(1)).default([]),
+  /** Added to `cacheRoots.add`: absolute, `~/…`, or relative (taken from the workspace, like the writable roots). */
+  cacheRoots: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(4096)
+        .refine((value) => !value.startsWith('~') || value === '~' || value.startsWith('~/'), 'may start with ~ only as ~/'),
+    )
+    .default([]),
   rules: z.array(fileSafetyRuleSchema).default([]),
   outsideRoots: z.enum(['deny', 'prompt']).optional(),
   backup: z
@@ -46,7 +57,15 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
     throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policy file ${file} is invalid:\n${lines.join('\n')}`);
   }
   const base = workspace || dirname(file);
-  return { ...parsed.data, writableRoots: parsed.data.writableRoots.map((root) => (isAbsolute(root) ? root : resolve(base, root))) };
+  const fromBase = (root: string) => (isAbsolute(root) || root === '~' || root.startsWith('~/') ? root : resolve(base, root));
+  const cacheRoots = parsed.data.cacheRoots.map(fromBase);
+  // Checked as the home config's cacheRoots.add checks them, once relative ones have their base.
+  const problems = cacheRoots.flatMap((root, index) => {
+    const checked = cacheRootPathSchema.safeParse(root);
+    return checked.success ? [] : checked.error.issues.map((issue) => `cacheRoots.${index}: ${root} ${issue.message}`);
+  });
+  if (problems.length > 0) throw new BrokerError(ErrorCodes.INVALID_OPTIONS, `policy file ${file} is invalid:\n${problems.map((line) => `  - ${line}`).join('\n')}`);
+  return { ...parsed.data, writableRoots: parsed.data.writableRoots.map(fromBase), cacheRoots };
 }
 
 /**
@@ -56,6 +75,7 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
  * `outsideRoots` and `backup` values replace the configured ones.
  *
  *   writableRoots              → writableRoots (already made absolute by readPolicyFile)
+ *   cacheRoots                 → cacheRoots.add (relative ones made absolute by readPolicyFile)
  *   rules                      → fileSafety.rules
  *   outsideRoots               → fileSafety.outsideRoots
  *   backup.enabled             → fileBackup.enabled
@@ -68,6 +88,7 @@ export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile)
   return {
     sandbox: { ...config.sandbox, excludedCommands: [...config.sandbox.excludedCommands], unixSockets: [...config.sandbox.unixSockets] },
     writableRoots: [...config.writableRoots, ...policy.writableRoots],
+    cacheRoots: { ...config.cacheRoots, add: [...config.cacheRoots.add, ...policy.cacheRoots], remove: [...config.cacheRoots.remove] },
     fileBackup: {
       enabled: backup.enabled ?? config.fileBackup.enabled,
       maxSizeMB: backup.fileBackupMaxSizeMB === undefined ? config.fileBackup.maxSizeMB : normaliseMaxSizeMB(backup.fileBackupMaxSizeMB),

@@ -21,6 +21,9 @@ import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
  * - turn things on, never off: `sandbox.enabled: true`, `fileBackup.enabled: true`;
  * - pick the stricter value: `fileBackup.oversize: "deny"`, `fileSafety.outsideRoots: "deny"`.
  *
+ * `cacheRoots` is refused whole: adding one would let commands change more without a
+ * backup, and which of this machine's tool caches are left to the tools is the user's call.
+ *
  * Every other key of the configuration is refused by name with the reason, so a person
  * reading the error learns where the setting belongs. This schema lists every key of
  * the home schema (a test checks it), so a key added there must be decided here.
@@ -58,6 +61,13 @@ export const projectConfigSchema = z
       })
       .optional(),
     writableRoots: refused('a repository may not make more paths writable (writableRoots belong in the home config)'),
+    cacheRoots: z
+      .strictObject({
+        add: refused('a repository may not name folders that commands change without a question or a backup (cacheRoots belong in the home config)'),
+        remove: refused("which of this machine's tool caches commands change without a backup is the user's setting (cacheRoots belong in the home config)"),
+        defaults: refused("which of this machine's tool caches commands change without a backup is the user's setting (cacheRoots belong in the home config)"),
+      })
+      .optional(),
     fileBackup: z
       .strictObject({
         enabled: onlyTrue('a repository may not turn backups off (it may turn them on)').optional(),
@@ -172,6 +182,7 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
       enabled: home.sandbox.enabled || project.sandbox?.enabled === true,
     },
     writableRoots: [...home.writableRoots],
+    cacheRoots: { ...home.cacheRoots, add: [...home.cacheRoots.add], remove: [...home.cacheRoots.remove] },
     fileBackup: {
       ...home.fileBackup,
       enabled: home.fileBackup.enabled || project.fileBackup?.enabled === true,

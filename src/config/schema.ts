@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_DURABILITY, FILE_BACKUP_MAX_SIZE_MB, durabilitySchema, oversizePolicySchema } from '../backup/settings.js';
+import { cacheRootsSettingsSchema } from '../plugins/cache-roots/options.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
 
 /**
@@ -67,6 +68,15 @@ export const fileSafetyConfigSchema = z.strictObject({
   outsideRoots: z.enum(['deny', 'prompt']).default('deny').describe('The answer for a write outside every writable root that no rule named'),
 });
 
+/**
+ * Tools' caches: written, created, renamed and deleted in without a question and without
+ * a backup (a restore leaves them as they are). The built-in list where this machine's
+ * tools keep them, less `remove`, plus `add`. Home config only.
+ */
+export const cacheRootsConfigSchema = cacheRootsSettingsSchema.describe(
+  "Tools' caches, changed without a question or a backup: the defaults present at session start (defaults), less remove (names or paths), plus add (home config only)",
+);
+
 export const brokeredShellConfigSchema = z
   .strictObject({
     sandbox: sandboxConfigSchema.prefault({}),
@@ -74,6 +84,7 @@ export const brokeredShellConfigSchema = z
       .array(absoluteRootSchema)
       .default([])
       .describe('Absolute directories writable besides the workspace (home config only)'),
+    cacheRoots: cacheRootsConfigSchema.prefault({}),
     fileBackup: fileBackupConfigSchema.prefault({}),
     fileSafety: fileSafetyConfigSchema.prefault({}),
   })

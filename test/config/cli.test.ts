@@ -13,7 +13,7 @@ describe('brokered-shell config', () => {
     const schema = JSON.parse(result.stdout) as { $schema: string; type: string; properties: Record<string, unknown>; additionalProperties: boolean };
     expect(schema.$schema).toMatch(/json-schema\.org/);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false });
-    expect(Object.keys(schema.properties).sort()).toEqual(['fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+    expect(Object.keys(schema.properties).sort()).toEqual(['cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
   });
 
   it('show prints the effective configuration of a workspace, and says which files it read', async () => {
@@ -27,11 +27,30 @@ describe('brokered-shell config', () => {
     expect(JSON.parse(result.stdout)).toEqual({
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: ['/opt/cache'],
+      cacheRoots: { defaults: true, add: [], remove: [] },
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
     });
     expect(result.stderr).toContain(path.join(home, 'config.json'));
     expect(result.stderr).toContain(path.join(ws, '.brokered-shell.json'));
+  });
+
+  it('show lists the effective cache roots: the defaults present here, less those removed, plus those added', async () => {
+    const home = await tempDir('bsh-config-cli-');
+    const npm = path.join(home, 'npm-cache');
+    const xdg = path.join(home, 'xdg-cache');
+    mkdirSync(npm);
+    mkdirSync(xdg);
+    writeFileSync(path.join(home, 'config.json'), JSON.stringify({ cacheRoots: { add: ['/srv/ci-cache'], remove: ['xdg-cache'] } }));
+    const result = cli(['config', 'show', '--workspace', home], { home, env: { HOME: home, npm_config_cache: npm, XDG_CACHE_HOME: xdg } });
+    expect(result.status).toBe(0);
+    const lines = result.stderr.split('\n');
+    expect(lines).toContain('brokered-shell: cache roots, changed without a question or a backup (cacheRoots):');
+    expect(lines).toContain(`brokered-shell:   ${npm} (npm)`);
+    expect(lines).toContain('brokered-shell:   /srv/ci-cache (added)');
+    expect(lines).toContain(`brokered-shell:   ${npm}/_npx (npx runs the packages it installed there as they are)`);
+    expect(result.stderr).not.toContain(`${xdg} (`);
+    expect(JSON.parse(result.stdout)).toMatchObject({ cacheRoots: { defaults: true, add: ['/srv/ci-cache'], remove: ['xdg-cache'] } });
   });
 
   it('show fails with status 1 and the friendly message when a file is invalid', async () => {

@@ -93,6 +93,7 @@ describe('loading', () => {
     expect(config).toEqual<BrokeredShellConfig>({
       sandbox: { enabled: true, excludedCommands: ['docker'], runtime: 'seccomp', unixSockets: [] },
       writableRoots: ['/opt/cache'],
+      cacheRoots: { defaults: true, add: [], remove: [] },
       fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny', durability: 'each' },
       fileSafety: {
         rules: [
@@ -163,6 +164,9 @@ describe('the project file only narrows', () => {
     ['a prompt rule under ~', { fileSafety: { rules: [{ pattern: '~/.ssh/authorized_keys', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /only name paths inside the workspace/],
     ['a prompt rule that climbs out', { fileSafety: { rules: [{ pattern: '../other/x', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /'\.\.'/],
     ['an unknown key', { sandbox: { network: 'off' } }, 'sandbox', /unknown key\(s\) network/],
+    ['a cache root', { cacheRoots: { add: ['~/.cache/tool'] } }, 'cacheRoots.add', /may not name folders that commands change without a question or a backup/],
+    ['removing a default cache root', { cacheRoots: { remove: ['npm'] } }, 'cacheRoots.remove', /the user's setting \(cacheRoots belong in the home config\)/],
+    ['turning the default cache roots off', { cacheRoots: { defaults: false } }, 'cacheRoots.defaults', /the user's setting/],
   ];
 
   it.each(refusals)('refuses %s, naming the file and the key', async (_what, project, key, why) => {
@@ -220,6 +224,30 @@ describe('the project file only narrows', () => {
     ]);
   });
 
+  it('takes cache roots from the home config: added (absolute or ~/) and removed (by name or path)', async () => {
+    const cacheRoots = { defaults: true, add: ['~/.cache/tool', '/srv/ci-cache'], remove: ['npm', '~/.cache/pre-commit', '/opt/cache'] };
+    writeHome({ cacheRoots });
+    expect((await load()).config.cacheRoots).toEqual(cacheRoots);
+    writeHome({ cacheRoots: { defaults: false } });
+    expect((await load()).config.cacheRoots).toEqual({ defaults: false, add: [], remove: [] });
+  });
+
+  it('names every bad cacheRoots entry of the home config, by index', async () => {
+    writeHome({ cacheRoots: { add: ['relative/cache', '~', '/ok', '~/a/../../b'], remove: ['npmm', '/ok'], extra: true } });
+    const error = await loadError();
+    const lines = error.message.split('\n').filter((line) => line.includes('cacheRoots'));
+    expect(lines).toEqual([
+      expect.stringMatching(/^ {4}- cacheRoots\.add\.0: must be an absolute path or start with ~\//),
+      expect.stringMatching(/^ {4}- cacheRoots\.add\.1: names \/ or the whole home/),
+      expect.stringMatching(/^ {4}- cacheRoots\.add\.3: must not contain '\.\.'/),
+      expect.stringMatching(/^ {4}- cacheRoots\.remove\.0: must be the name of a default \(npm, pnpm, .*\) or an absolute or ~\/ path$/),
+      expect.stringMatching(/^ {4}- cacheRoots: unknown key\(s\) extra$/),
+      // Said once, not guessed: which of the two was meant.
+      '    - cacheRoots.remove.1: /ok is in add too; name it once',
+    ]);
+    expect(error.message).not.toMatch(/may only narrow/);
+  });
+
   it('refuses a relative writable root in the home config', async () => {
     writeHome({ writableRoots: ['./build'] });
     const error = await loadError();
@@ -250,6 +278,7 @@ describe('the project file only narrows', () => {
     const homeArb = fc.record({
       sandbox: fc.record({ enabled: fc.boolean(), excludedCommands: fc.array(fc.constantFrom('docker', 'make')), runtime: fc.constantFrom('auto', 'seccomp', 'preload') }),
       writableRoots: fc.array(fc.constantFrom('/opt/a', '/srv/b')),
+      cacheRoots: fc.record({ defaults: fc.boolean(), add: fc.uniqueArray(fc.constantFrom('/opt/c', '~/.cache/t')), remove: fc.uniqueArray(fc.constantFrom('npm', 'cargo', '/srv/d')) }),
       fileBackup: fc.record({ enabled: fc.boolean(), maxSizeMB: fc.integer({ min: 1, max: 100 }), oversize: fc.constantFrom('deny', 'skip') }),
       fileSafety: fc.record({
         rules: fc.array(fc.record({ pattern: fc.constantFrom('*.pem', '~/.cache', '/x/**'), decision: fc.constantFrom('sandbox', 'grant-token', 'deny', 'prompt') })),
@@ -277,6 +306,7 @@ describe('the project file only narrows', () => {
         const confined = confineProjectRules(project.fileSafety?.rules ?? [], ['/w/ws']);
         const merged = mergeProjectConfig(homeConfig, project, confined.rules);
         expect(merged.writableRoots).toEqual(homeConfig.writableRoots);
+        expect(merged.cacheRoots).toEqual(homeConfig.cacheRoots);
         expect(merged.sandbox.excludedCommands).toEqual(homeConfig.sandbox.excludedCommands);
         expect(merged.sandbox.runtime).toBe(homeConfig.sandbox.runtime);
         expect(merged.fileBackup.maxSizeMB).toBe(homeConfig.fileBackup.maxSizeMB);

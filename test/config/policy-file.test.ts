@@ -16,16 +16,22 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
     file,
     JSON.stringify({
       writableRoots: ['build', '/opt/out'],
+      cacheRoots: ['.cache/tool', '~/.gradle/caches', '/var/cache/tool'],
       rules: [{ pattern: '*.pem', decision: 'prompt' }],
       outsideRoots: 'prompt',
       backup: { enabled: false, fileBackupMaxSizeMB: 5000, oversize: 'skip' },
     }),
   );
   const policy = await readPolicyFile(file, '/w/ws');
-  const config = brokeredShellConfigSchema.parse({ writableRoots: ['/srv/cache'], fileSafety: { rules: [{ pattern: '~/.cache', decision: 'grant-token' }] } });
+  const config = brokeredShellConfigSchema.parse({
+    writableRoots: ['/srv/cache'],
+    cacheRoots: { add: ['/srv/tool-cache'], remove: ['pip'] },
+    fileSafety: { rules: [{ pattern: '~/.cache', decision: 'grant-token' }] },
+  });
   expect(applyPolicyFile(config, policy)).toEqual({
     sandbox: config.sandbox,
     writableRoots: ['/srv/cache', '/w/ws/build', '/opt/out'],
+    cacheRoots: { defaults: true, add: ['/srv/tool-cache', '/w/ws/.cache/tool', '~/.gradle/caches', '/var/cache/tool'], remove: ['pip'] },
     fileBackup: { enabled: false, maxSizeMB: 1024, oversize: 'skip', durability: 'each' },
     fileSafety: {
       rules: [

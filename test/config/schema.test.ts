@@ -15,6 +15,7 @@ describe('the configuration schema', () => {
     expect(defaultConfig()).toEqual({
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: [],
+      cacheRoots: { defaults: true, add: [], remove: [] },
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
     });
@@ -34,6 +35,13 @@ describe('the configuration schema', () => {
     ['an unknown runtime', { sandbox: { runtime: 'bwrap' } }, 'invalid_value'],
     ['a size cap under 1 MB', { fileBackup: { maxSizeMB: 0 } }, 'too_small'],
     ['a rule without a decision', { fileSafety: { rules: [{ pattern: '*.pem' }] } }, 'invalid_value'],
+    ['an unknown cacheRoots key', { cacheRoots: { include: ['/x'] } }, 'unrecognized_keys'],
+    ['a relative cache root', { cacheRoots: { add: ['.cache'] } }, 'custom'],
+    ['a cache root that is all of home', { cacheRoots: { add: ['~/'] } }, 'custom'],
+    ['a cache root that is /', { cacheRoots: { add: ['//'] } }, 'custom'],
+    ["a cache root with '..'", { cacheRoots: { add: ['~/x/../../etc'] } }, 'custom'],
+    ['a removal that is neither a default nor a path', { cacheRoots: { remove: ['npmm'] } }, 'custom'],
+    ['the same path added and removed', { cacheRoots: { add: ['~/.m2'], remove: ['~/.m2'] } }, 'custom'],
   ])('refuses %s', (_what, input, code) => {
     const parsed = brokeredShellConfigSchema.safeParse(input);
     expect(parsed.success).toBe(false);
@@ -90,7 +98,7 @@ describe('the JSON Schema', () => {
     const text = JSON.stringify(schema);
     expect(JSON.parse(text)).toEqual(schema);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false, title: 'brokered-shell configuration' });
-    expect(Object.keys(schema.properties as object).sort()).toEqual(['fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+    expect(Object.keys(schema.properties as object).sort()).toEqual(['cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
   });
 
   it('describes a file to write: nothing is required, defaults and enums are shown', () => {
