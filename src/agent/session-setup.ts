@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { rmSync, statSync } from 'node:fs';
 import { mkdtemp, realpath, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -8,6 +8,7 @@ import { BrokerError } from '../core/errors.js';
 import { silentLogger, type Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { socketPeerCredentials } from '../native/index.js';
+import { CacheRootsPlugin } from '../plugins/cache-roots/index.js';
 import { standardPlugins } from '../plugins/standard.js';
 import { completeSessionConfig, standardOptionsOf, type SessionConfig } from './config.js';
 import { createBroker } from './create-broker.js';
@@ -34,6 +35,7 @@ export interface SessionResources {
   log: Logger;
   env: NodeJS.ProcessEnv;
   broker: Broker;
+  /** What the preload runtime's Landlock lets the command write: the writable roots and the existing cache roots. */
   writableRoots: string[];
   sandbox: SandboxResources | undefined;
   /** Undo what was set up, in reverse order. */
@@ -46,6 +48,14 @@ async function step<T>(what: string, action: () => Promise<T>): Promise<T> {
   } catch (error) {
     const message = error instanceof BrokerError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
     throw new SandboxUnavailableError(`${what}: ${message}`, { cause: error });
+  }
+}
+
+function isDirectory(dir: string): boolean {
+  try {
+    return statSync(dir).isDirectory();
+  } catch {
+    return false;
   }
 }
 
@@ -106,8 +116,8 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       volatileRoots: scratchBase ? [scratchBase] : [],
       protectedPaths: socketDir ? [socketDir] : [],
       ...(options.userHome ? { userHome: options.userHome } : {}),
+      env,
     });
-    const { writableRoots } = standard;
     const broker = createBroker({
       sessionId,
       logger: log,
@@ -118,6 +128,9 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       ],
     });
     undo.push(() => broker.close());
+    // The preload runtime's Landlock must let the command write the caches (the library asks the broker first).
+    const cacheDirs = broker.plugin<CacheRootsPlugin>(CacheRootsPlugin.PLUGIN_NAME)?.roots.roots.map((root) => root.real) ?? [];
+    const writableRoots = [...standard.writableRoots, ...cacheDirs.filter(isDirectory)];
     if (runtime && socketDir && scratchBase) {
       const socketPath = path.join(socketDir, SOCKET_NAME);
       const server = new BrokerServer({ broker, socketPath, peerCredentials: socketPeerCredentials });

@@ -132,9 +132,18 @@ export class TurnController {
       const files = typeof answer.files === 'number' ? answer.files : 0;
       const unsaved = strings(answer.unsaved);
       const notices = strings(answer.notices);
+      const exempted = counts(answer.exempted);
       const turnId = typeof answer.turnId === 'string' ? answer.turnId : turn.turnId;
-      this.#log.info({ phase: 'turn', turnId, files, unsaved: unsaved.length, commitMsg: message }, 'turn committed');
-      return { ok: true, turnId, files, message, ...(unsaved.length > 0 ? { unsaved } : {}), ...(notices.length > 0 ? { notices } : {}) };
+      this.#log.info({ phase: 'turn', turnId, files, unsaved: unsaved.length, exempted, commitMsg: message }, 'turn committed');
+      return {
+        ok: true,
+        turnId,
+        files,
+        message,
+        ...(unsaved.length > 0 ? { unsaved } : {}),
+        ...(notices.length > 0 ? { notices } : {}),
+        ...(Object.keys(exempted).length > 0 ? { exempted } : {}),
+      };
     } catch (failure) {
       const error = failure instanceof Error ? failure.message : String(failure);
       this.#lastFailed = turn.turnId;
@@ -148,6 +157,12 @@ export class TurnController {
     this.#serial = run.catch(() => undefined);
     return run;
   }
+}
+
+/** The counts of a control answer's `{ name: count }` field (none when it is not one). */
+function counts(value: unknown): Record<string, number> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
+  return Object.fromEntries(Object.entries(value).filter((entry): entry is [string, number] => Number.isSafeInteger(entry[1]) && entry[1] > 0));
 }
 
 /** The strings of a control answer's list field (none when it is not a list). */

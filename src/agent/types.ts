@@ -124,6 +124,11 @@ export interface EndTurnResult {
   unsaved?: string[];
   /** What the person should know before going on (`turn.facts.notices`: e.g. a stopped rebase left for `--continue`). */
   notices?: string[];
+  /**
+   * Paths the turn changed that are kept out of its backups by design, counted per plugin
+   * that kept them out (`cache-roots`: tools' caches). A restore leaves them as they are.
+   */
+  exempted?: Record<string, number>;
   /** The commit message used. */
   message: string;
   error?: string;

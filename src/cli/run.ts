@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
 import { createSandboxSession, type SandboxSession } from '../agent/session.js';
 import type { Approver, ExecuteResult, ExecutionMode, RunningCommand } from '../agent/types.js';
 import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
+import { HOME_CONFIG_FILE } from '../config/schema.js';
 import { ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type PromptBlock } from '../plugins/approval.js';
 import { getAuditHooks } from '../plugins/audit.js';
@@ -16,6 +18,7 @@ import { ExitCode } from './exit-codes.js';
 import { describeError, printable, type Io } from './output.js';
 import { DenialSummary } from './denial-summary.js';
 import { effectiveConfig } from './effective-config.js';
+import { turnSummaryLine, withConfigFile } from './turn-summary.js';
 
 export interface RunOptions {
   workspace?: string;
@@ -91,7 +94,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     throw error;
   }
   if (session.runtimeNotice) io.err(`brokered-shell run: ${session.runtimeNotice}`);
-  const denied = collectDenials(session);
+  const denied = collectDenials(session, path.join(resolveHome(env), HOME_CONFIG_FILE));
   getAuditHooks(session.broker).record.tap('code-cache', noteBrokerRequest);
   const forwarders = new Map<NodeJS.Signals, () => void>();
   let current: RunningCommand | undefined;
@@ -128,10 +131,8 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     // The command ran: its status stands, and the person learns the turn was not committed.
     if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${printable(ended.error ?? 'unknown error')}`);
     for (const line of denied.lines()) io.err(line);
-    if (ended.ok && ended.turnId && ended.files > 0) {
-      const files = ended.files;
-      io.err(`brokered-shell: turn ${ended.turnId} backed up ${files} file${files === 1 ? '' : 's'} (brokered-shell backups show ${ended.turnId})`);
-    }
+    const summary = turnSummaryLine(ended);
+    if (summary) io.err(summary);
     for (const notice of ended.notices ?? []) io.err(`brokered-shell: warning: ${printable(notice)}`);
     for (const file of ended.unsaved ?? []) {
       io.err(`brokered-shell: changed without a backup (over the size cap, fileBackup.oversize is skip; restoring cannot bring it back): ${printable(file)}`);
@@ -176,7 +177,7 @@ function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
 }
 
 /** Requests the policy refused (not prompts, not the kernel's own path errors), for the summary on stderr. */
-function collectDenials(session: SandboxSession): DenialSummary {
+function collectDenials(session: SandboxSession, homeConfigFile: string): DenialSummary {
   const denied = new DenialSummary();
   getAuditHooks(session.broker).record.tap('run-summary', (record) => {
     // Prompts are listed as needing approval; what the policy let through and then failed
@@ -188,7 +189,7 @@ function collectDenials(session: SandboxSession): DenialSummary {
     if (record.error?.code === ErrorCodes.HOST_OP_FAILED && record.error.errno === 'EXDEV') return;
     const target = record.paths.find((p) => p.access !== 'read') ?? record.paths[0];
     const why = record.verdict === 'deny' ? (record.reason ?? record.error?.message) : (record.error?.message ?? record.reason);
-    if (target) denied.add(target.access, target.normalisedPath ?? target.path, why ?? 'denied');
+    if (target) denied.add(target.access, target.normalisedPath ?? target.path, why === undefined ? 'denied' : withConfigFile(why, homeConfigFile));
   });
   return denied;
 }

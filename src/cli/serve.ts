@@ -33,7 +33,7 @@ export async function serveCommand(io: Io, options: ServeOptions, log: Logger, e
   const config = await effectiveConfig(workspace, options.policy, env);
   const socketPath = resolve(options.socket);
   const broker = new Broker({ sessionId, logger: log });
-  broker.use(...standardPlugins(standardOptionsOf(config, { home: resolveHome(env), workspace, protectedPaths: [dirname(socketPath)] })));
+  broker.use(...standardPlugins(standardOptionsOf(config, { home: resolveHome(env), workspace, protectedPaths: [dirname(socketPath)], env })));
   getAuditHooks(broker).record.tap('code-cache', noteBrokerRequest);
   const partial = Number(env.BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS);
   const server = new BrokerServer({

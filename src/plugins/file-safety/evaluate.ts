@@ -80,6 +80,9 @@ function matchingForm(rule: CompiledRule, forms: TargetForms): string | undefine
   return (isPermissive(rule.decision) ? forms.touched : forms.all).find((form) => rule.matches(form));
 }
 
+/** What would let in a path outside the roots, as every such denial says (`run` names the real file for `<home>`). */
+export const OUTSIDE_ROOTS_REMEDY = "writableRoots, or cacheRoots.add for a tool's cache, in <home>/config.json would allow it";
+
 /**
  * Defaults for what no rule named. Reads are left to the sandbox everywhere (Landlock
  * lets it read; read denials come from rules). Writes and deletes are left to the
@@ -97,11 +100,11 @@ export function evaluateRoots(target: PolicyTarget, policy: FileSafetyPolicy): D
   if (named) {
     return {
       verdict: 'deny',
-      reason: `${target.lexical} resolves to ${target.resolved}, outside the writable roots`,
+      reason: `${target.lexical} resolves to ${target.resolved}, outside the writable roots; ${OUTSIDE_ROOTS_REMEDY}`,
       source,
     };
   }
-  return { verdict: policy.outsideRoots, reason: `${target.resolved} is outside the writable roots`, source };
+  return { verdict: policy.outsideRoots, reason: `${target.resolved} is outside the writable roots; ${OUTSIDE_ROOTS_REMEDY}`, source };
 }
 
 /**
