@@ -123,7 +123,7 @@ describe('Node fs deletes through the broker', () => {
       brokerEnv(serve),
     );
     expect(failure(steps, 'unlinkSync')).toMatchObject({ name: 'Error', code: 'EACCES', errno: -13, syscall: 'unlink', path: outside.path });
-    expect(failure(steps, 'unlinkSync').message).toMatch(/^EACCES: permission denied, unlink '.*' \(brokered-shell: .*outside the writable roots\)$/);
+    expect(failure(steps, 'unlinkSync').message).toMatch(/^EACCES: permission denied, unlink '.*' \(brokered-shell: .*outside the writable roots; writableRoots, or cacheRoots.add .* would allow it\)$/);
     expect(failure(steps, 'unlink')).toMatchObject({ code: 'EACCES', errno: -13, syscall: 'unlink', path: 'node-deny/keep.txt' });
     expect(failure(steps, 'unlink').message).toContain('matches rule keep.txt');
     expect(failure(steps, 'promises.rm')).toMatchObject({ code: 'EACCES', syscall: 'rm', path: keep.path });

@@ -120,7 +120,7 @@ step('rmtree outside', lambda: shutil.rmtree(${q(path.dirname(outside.path))}))
       brokerEnv(serve),
     );
     expect(failure(steps, 'os.remove outside')).toMatchObject({ type: 'PermissionError', errno: 13, filename: outside.path });
-    expect(failure(steps, 'os.remove outside').strerror).toMatch(/^Permission denied \(brokered-shell: .*outside the writable roots\)$/);
+    expect(failure(steps, 'os.remove outside').strerror).toMatch(/^Permission denied \(brokered-shell: .*outside the writable roots; writableRoots, or cacheRoots.add .* would allow it\)$/);
     expect(failure(steps, 'os.unlink rule')).toMatchObject({ type: 'PermissionError', errno: 13, filename: 'py-deny/keep.txt' });
     expect(failure(steps, 'os.unlink rule').strerror).toContain('matches rule keep.txt');
     expect(failure(steps, 'rmtree outside')).toMatchObject({ type: 'PermissionError', errno: 13, filename: path.dirname(outside.path) });
