@@ -1,5 +1,5 @@
 import type { EndTurnResult } from '../agent/types.js';
-import { PLUGIN_NAME as CACHE_ROOTS } from '../plugins/cache-roots/index.js';
+import { PLUGIN_NAME as CACHE_ROOTS, KEPT_OUT_REMEDY } from '../plugins/cache-roots/index.js';
 import { OUTSIDE_ROOTS_REMEDY } from '../plugins/file-safety/evaluate.js';
 
 const plural = (count: number, one: string, many = `${one}s`) => `${count} ${count === 1 ? one : many}`;
@@ -31,5 +31,7 @@ export function turnSummaryLine(ended: EndTurnResult): string | undefined {
  * real file (`$BROKERED_SHELL_HOME/config.json`), so the person knows what to edit.
  */
 export function withConfigFile(reason: string, homeConfigFile: string): string {
-  return reason.replace(OUTSIDE_ROOTS_REMEDY, OUTSIDE_ROOTS_REMEDY.replace('<home>/config.json', homeConfigFile));
+  let out = reason;
+  for (const remedy of [OUTSIDE_ROOTS_REMEDY, KEPT_OUT_REMEDY]) out = out.replace(remedy, remedy.replace('<home>/config.json', homeConfigFile));
+  return out;
 }

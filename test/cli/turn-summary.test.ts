@@ -28,6 +28,12 @@ describe('a denial outside the roots, as run prints it', () => {
     expect(withConfigFile(reason, '/h/config.json')).toBe("/x is outside the writable roots; writableRoots, or cacheRoots.add for a tool's cache, in /h/config.json would allow it");
   });
 
+  it('names it for a folder kept out of the cache roots too', () => {
+    expect(withConfigFile('/c/_npx/a is in /c/_npx, kept out of the cache roots (…); cacheRoots.add in <home>/config.json would let it in', '/h/config.json')).toBe(
+      '/c/_npx/a is in /c/_npx, kept out of the cache roots (…); cacheRoots.add in /h/config.json would let it in',
+    );
+  });
+
   it('leaves any other reason as it is, even one that names <home>', () => {
     expect(withConfigFile('a rule says <home>/config.json', '/h/config.json')).toBe('a rule says <home>/config.json');
   });

@@ -146,8 +146,23 @@ describe('the policy', () => {
     write('user/.npm/_cacache/old');
     write('user/.npm/_npx/old');
     const outcome = await broker().handle(request(operation, paths(at('user/.npm'))));
-    expect(outcome.decision.verdict).toBe(expected);
-    if (expected === 'sandbox') expect(outcome.decision.source).toBe(PLUGIN_NAME);
+    expect(outcome.decision).toMatchObject({ verdict: expected, source: PLUGIN_NAME });
+  });
+
+  it('says why a kept-out folder is refused and what would let it in, and asks no question of it under outsideRoots: prompt', async () => {
+    const b = closeLater(new Broker({ sessionId: 's1' })).use(
+      ...standardPlugins({ home: store, writableRoots: [ws], userHome: user, outsideRoots: 'prompt', cacheRoots: { env: env() } }),
+    );
+    const inside = await b.handle(open(at('user/.npm/_npx/abc')));
+    expect(inside.decision).toMatchObject({
+      verdict: 'deny',
+      reason: `${at('user/.npm/_npx/abc')} is in ${at('user/.npm/_npx')}, kept out of the cache roots (npx runs the packages it installed there as they are); cacheRoots.add in <home>/config.json would let it in`,
+      source: PLUGIN_NAME,
+    });
+    const above = await b.handle(request('delete', { path: at('user/.npm') }));
+    expect(above.decision.reason).toBe(`${at('user/.npm')} holds ${at('user/.npm/_npx')}, kept out of the cache roots (npx runs the packages it installed there as they are); it would be taken along`);
+    // Elsewhere outside the roots, the configured question stands.
+    expect((await b.handle(open(at('outside/x')))).decision).toMatchObject({ verdict: 'prompt', source: 'file-safety:roots' });
   });
 
   it('lets a new folder be made above a kept-out one, not a symlink there, nor the folder moved or removed', async () => {

@@ -1,4 +1,4 @@
-export { CACHE_ROOTS_STAGE, CacheRootsPlugin, PLUGIN_NAME } from './plugin.js';
+export { CACHE_ROOTS_STAGE, CacheRootsPlugin, KEPT_OUT_REMEDY, PLUGIN_NAME } from './plugin.js';
 export {
   cacheRootPathSchema,
   cacheRootRemovalSchema,

@@ -7,6 +7,9 @@ import { compileCacheRoots, type CacheRootSet } from './roots.js';
 
 export const PLUGIN_NAME = 'cache-roots';
 
+/** What lets a kept-out folder in, as its denials say (`run` names the real file for `<home>`). */
+export const KEPT_OUT_REMEDY = 'cacheRoots.add in <home>/config.json would let it in';
+
 /**
  * After the mandatory protections, an organisation's plugins and the configured rules,
  * before file-safety's defaults: a protection or a rule that asks or denies still does
@@ -23,9 +26,10 @@ export const CACHE_ROOTS_STAGE = PolicyStage.DEFAULTS - 50;
  * recorded as created, so a restore leaves the cache as it is. The turn counts such paths.
  *
  * A move or copy between a cache root and the workspace is judged, and recorded, on the
- * workspace side as any change there. What a folder kept out of a root holds (npx's
- * installs, …) stays out: a folder above one may be made, never moved, removed, linked or
- * replaced, which would take the kept-out one along.
+ * workspace side as any change there. A folder kept out of a root (npx's installs, …) is
+ * refused, with the reason, and so is a folder above one, but for making it: moving,
+ * removing, linking or replacing it would take the kept-out one along. Refused, not left
+ * to file-safety's defaults: `outsideRoots: prompt` must not make a question of it.
  */
 export class CacheRootsPlugin implements BrokerPlugin {
   static readonly PLUGIN_NAME = PLUGIN_NAME;
@@ -51,14 +55,20 @@ export class CacheRootsPlugin implements BrokerPlugin {
     if (target.access === 'read' && !hardLinkSource) return undefined;
     const resolved = target.resolved;
     const root = this.roots.rootOf(resolved);
-    if (!root) return undefined;
+    if (!root) {
+      const out = this.roots.keptOutOf(resolved);
+      return out && { verdict: 'deny', reason: `${resolved} is in ${out.real}, kept out of the cache roots (${out.why}); ${KEPT_OUT_REMEDY}`, source: PLUGIN_NAME };
+    }
     // Above a kept-out folder only a new, empty folder is free: anything else would move or swap what it holds.
-    if (request.operation !== 'mkdir' && this.roots.holdsKeptOut(resolved)) return undefined;
+    const holds = request.operation === 'mkdir' ? undefined : this.roots.keptOutBeneath(resolved);
+    if (holds) {
+      return { verdict: 'deny', reason: `${resolved} holds ${holds.real}, kept out of the cache roots (${holds.why}); it would be taken along`, source: PLUGIN_NAME };
+    }
     return { verdict: 'sandbox', reason: `${resolved} is in the cache root ${root.real}: changed without a question or a backup`, source: PLUGIN_NAME };
   }
 
   /** In a root, and (whatever lies beneath it) nothing kept out: what the exempt hook promises of a name. */
   #inRoot(path: string): boolean {
-    return this.roots.rootOf(path) !== undefined && !this.roots.holdsKeptOut(path);
+    return this.roots.rootOf(path) !== undefined && this.roots.keptOutBeneath(path) === undefined;
   }
 }

@@ -30,8 +30,10 @@ export interface CacheRootSet {
    * folder. The most specific entry decides: a root inside a kept-out folder lets in again.
    */
   rootOf(resolved: string): CacheRoot | undefined;
-  /** A kept-out folder lies strictly beneath the path (moving, linking or removing it moves that too). */
-  holdsKeptOut(resolved: string): boolean;
+  /** The kept-out folder a path is in (inside a root), or undefined. */
+  keptOutOf(resolved: string): KeptOut | undefined;
+  /** The kept-out folder that lies strictly beneath the path (moving, linking or removing it moves that too), if any. */
+  keptOutBeneath(resolved: string): KeptOut | undefined;
 }
 
 export interface CacheRootPlace {
@@ -93,18 +95,26 @@ export function compileCacheRoots(settings: CacheRootsSettings, place: CacheRoot
 }
 
 function makeSet(roots: readonly CacheRoot[], keptOut: readonly KeptOut[]): CacheRootSet {
+  const innermostRoot = (resolved: string): CacheRoot | undefined => {
+    let best: CacheRoot | undefined;
+    for (const root of roots) if (isWithin(resolved, root.real) && (!best || root.real.length > best.real.length)) best = root;
+    return best;
+  };
+  // A kept-out folder at least as deep as the root wins: a root inside it lets in again.
+  const keptOutFrom = (resolved: string, root: CacheRoot) => keptOut.find((out) => out.real.length >= root.real.length && isWithin(resolved, out.real));
   return Object.freeze({
     roots,
     keptOut,
     rootOf(resolved: string): CacheRoot | undefined {
-      let best: CacheRoot | undefined;
-      for (const root of roots) if (isWithin(resolved, root.real) && (!best || root.real.length > best.real.length)) best = root;
-      if (!best) return undefined;
-      for (const out of keptOut) if (out.real.length >= best.real.length && isWithin(resolved, out.real)) return undefined;
-      return best;
+      const best = innermostRoot(resolved);
+      return best && !keptOutFrom(resolved, best) ? best : undefined;
     },
-    holdsKeptOut(resolved: string): boolean {
-      return keptOut.some((out) => isBeneath(out.real, resolved));
+    keptOutOf(resolved: string): KeptOut | undefined {
+      const best = innermostRoot(resolved);
+      return best && keptOutFrom(resolved, best);
+    },
+    keptOutBeneath(resolved: string): KeptOut | undefined {
+      return keptOut.find((out) => isBeneath(out.real, resolved));
     },
   });
 }
