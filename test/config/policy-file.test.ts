@@ -50,3 +50,13 @@ it('an empty policy file changes nothing', async () => {
   writeFileSync(file, '{}');
   expect(applyPolicyFile(defaultConfig(), await readPolicyFile(file, '/w/ws'))).toEqual(defaultConfig());
 });
+
+it('checks its cache roots as the home config does, once relative ones have their base', async () => {
+  const file = path.join(base, 'policy.json');
+  writeFileSync(file, JSON.stringify({ cacheRoots: ['/', 'ok/cache', '~/x/../..'] }));
+  await expect(readPolicyFile(file, '/w/ws')).rejects.toThrow(
+    new RegExp(`policy file ${file} is invalid:\\n  - cacheRoots\\.0: / names / or the whole home.*\\n  - cacheRoots\\.2: ~/x/\\.\\./\\.\\. must not contain '\\.\\.'`),
+  );
+  writeFileSync(file, JSON.stringify({ cacheRoots: ['~user/x'] }));
+  await expect(readPolicyFile(file, '/w/ws')).rejects.toThrow(/cacheRoots\.0: may start with ~ only as ~\//);
+});
