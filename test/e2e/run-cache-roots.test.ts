@@ -78,6 +78,23 @@ describe('run: npm install with no configuration', () => {
   });
 });
 
+describe('run --runtime preload: npm install with no configuration', () => {
+  it("works too: Landlock lets the command write the cache roots, and the turn records only the workspace", async () => {
+    const ws = path.join(world.base, 'preload-ws');
+    await fs.mkdir(ws);
+    await fs.writeFile(path.join(ws, 'package.json'), PACKAGE_JSON);
+    const result = await brokeredShell(world, ['run', '--runtime', 'preload', '--workspace', ws, '--session', 'preload', '--', 'npm install is-number@7.0.0 --no-audit --no-fund'], {
+      cwd: ws,
+      env: npmEnv(),
+    });
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(deniedLines(result.stderr)).toEqual([]);
+    expect(await fs.readdir(path.join(ws, 'node_modules'))).toContain('is-number');
+    expect(result.stderr).toMatch(/; \d+ paths in cache roots changed without a backup/);
+    expect(recordedPaths(await onlyTurn(world, 'preload')).filter((p) => !p.startsWith(ws))).toEqual([]);
+  }, INSTALL_TIMEOUT_MS);
+});
+
 describe('run: a write outside every root', () => {
   it('is denied with a line that names the settings and the home config file that would allow it', async () => {
     const target = path.join(world.outside, 'x');
