@@ -103,6 +103,8 @@ describe('loading', () => {
         ],
         outsideRoots: 'deny',
       },
+      approvals: 'inline',
+      approvalTimeoutSeconds: 300,
     });
   });
 

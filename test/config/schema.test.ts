@@ -17,6 +17,8 @@ describe('the configuration schema', () => {
       writableRoots: [],
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
+      approvals: 'inline',
+      approvalTimeoutSeconds: 300,
     });
   });
 
@@ -90,7 +92,7 @@ describe('the JSON Schema', () => {
     const text = JSON.stringify(schema);
     expect(JSON.parse(text)).toEqual(schema);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false, title: 'brokered-shell configuration' });
-    expect(Object.keys(schema.properties as object).sort()).toEqual(['fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+    expect(Object.keys(schema.properties as object).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
   });
 
   it('describes a file to write: nothing is required, defaults and enums are shown', () => {
