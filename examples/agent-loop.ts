@@ -34,9 +34,9 @@ try {
   await writeFile(path.join(ws, '.brokered-shell.json'), JSON.stringify({ fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }] } }));
 
   const loaded = await loadConfig({ workspace: ws, home });
-  // A person would be asked here; this one says no to everything.
+  // A person would be asked here, while the change waits; this one says no to everything.
   const approver: Approver = (request) => {
-    if (request.kind === 'paths') say(`approval asked: ${request.blocks.map((b) => `${b.access} ${path.basename(b.normalisedPath)}`).join(', ')} -> no`);
+    if (request.kind === 'path') say(`approval asked: ${request.block.access} ${path.basename(request.block.normalisedPath)} -> no`);
     return false;
   };
   const session = await createSandboxSession({

@@ -4,7 +4,7 @@ export { standardPlugins, type StandardPluginsOptions } from './plugins/standard
 export { SessionGuardPlugin } from './plugins/session-guard.js';
 export { PathResolutionPlugin } from './plugins/path-resolution/index.js';
 export { FileSafetyPlugin, evaluateFileSafety, type FileSafetyOptions, type FileSafetyRule } from './plugins/file-safety/index.js';
-export { ApprovalPlugin, type PromptBlock } from './plugins/approval.js';
+export { ApprovalPlugin, type PromptBlock } from './plugins/approval/index.js';
 export { ModifyBackupPlugin, getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './plugins/modify-backup/index.js';
 export { SessionGrantsPlugin, type SessionGrant, type GrantableBlock } from './plugins/session-grants.js';
 export { HostOperationsPlugin } from './plugins/host-operations/index.js';

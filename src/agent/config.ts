@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
+import { approvalTimeoutSecondsSchema, approvalsSchema, cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { issueLines } from '../core/issues.js';
 import type { StandardPluginsOptions } from '../plugins/standard.js';
@@ -21,6 +21,8 @@ export const sessionConfigSchema = z.strictObject({
   cacheRoots: cacheRootsConfigSchema.prefault({}),
   fileBackup: fileBackupConfigSchema.prefault({}),
   fileSafety: fileSafetyConfigSchema.prefault({}),
+  approvals: approvalsSchema,
+  approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
 });
 
 /** A session's whole configuration (what `sandbox.enabled: false` means: commands run locally, without the broker). */
@@ -69,6 +71,7 @@ export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): St
     protectedPaths: place.protectedPaths ?? [],
     ...(place.volatileRoots ? { volatileRoots: place.volatileRoots } : {}),
     ...(place.userHome ? { userHome: place.userHome } : {}),
+    approval: { mode: config.approvals, timeoutMs: config.approvalTimeoutSeconds * 1000 },
     backup: {
       enabled: config.fileBackup.enabled,
       fileBackupMaxSizeMB: config.fileBackup.maxSizeMB,

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
-import { ApprovalPlugin, blockKey, type PromptBlock } from '../plugins/approval.js';
+import { ApprovalPlugin, blockKey, type ApprovalChoice, type ApprovalPrompt, type PromptBlock } from '../plugins/approval/index.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
 import { BackupCollector } from './backup-collector.js';
@@ -63,6 +63,8 @@ export class SandboxSession {
   readonly #maxOutputBytes: number;
   readonly #maxApprovalRounds: number;
   readonly #inflight = new Set<Promise<unknown>>();
+  /** What each running tool call is (a command line, or a file tool), for the questions its changes raise. */
+  readonly #calls = new Map<string, { command: string } | { tool: GuardTool | 'delete' }>();
   #closed = false;
 
   /** Use `createSandboxSession`. */
@@ -79,6 +81,7 @@ export class SandboxSession {
     this.#backups = new BackupCollector(this.broker);
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.#maxApprovalRounds = options.maxApprovalRounds ?? DEFAULT_APPROVAL_ROUNDS;
+    if (this.#approval?.options.mode === 'inline') this.#approval.setApprover(this.#approver ? (prompt) => this.#askInline(prompt) : undefined);
     this.#turns = new TurnController({
       broker: this.broker,
       config: this.config,
@@ -160,10 +163,15 @@ export class SandboxSession {
     const turn = await this.#turns.ensure();
     return this.#track(async () => {
       const stop = this.#backups.watch(toolCallId);
+      this.#calls.set(toolCallId, { command: invocation.display });
       try {
-        const result = await this.#sandboxedWithApproval(sandbox, invocation, options, cwd, toolCallId);
+        const result =
+          this.#approval?.options.mode === 'inline'
+            ? await this.#sandboxedInline(sandbox, invocation, options, cwd, toolCallId)
+            : await this.#sandboxedWithApproval(sandbox, invocation, options, cwd, toolCallId);
         return { ...result, turnId: turn.turnId, backups: stop() };
       } finally {
+        this.#calls.delete(toolCallId);
         stop();
       }
     });
@@ -193,6 +201,36 @@ export class SandboxSession {
       if (!ended.ok) this.#log.error({ phase: 'turn', error: ended.error }, 'the open turn could not be committed at close');
     }
     await this.#resources.release();
+  }
+
+  /** Inline approvals: the command runs once; each prompt was asked while its change waited. */
+  async #sandboxedInline(
+    sandbox: SandboxResources,
+    invocation: Invocation,
+    options: ExecuteOptions,
+    cwd: string,
+    toolCallId: string,
+  ): Promise<Omit<ExecuteResult, 'backups'>> {
+    const finished = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
+    const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
+    return { ...outputOf(finished), ...base, ...this.#inlineOutcome(toolCallId) };
+  }
+
+  /** What inline questions of a tool call came to: the refused (or unasked) ones as prompt blocks, and every question. */
+  #inlineOutcome(toolCallId: string): { promptBlocks: PromptBlock[]; approval?: ExecuteApproval } {
+    const questions = this.#approval?.takeAsked({ toolCallId }) ?? [];
+    const promptBlocks = this.#takeBlocks(toolCallId);
+    if (questions.length === 0) return { promptBlocks };
+    const put = questions.filter((q) => q.byScope === undefined && q.refusal !== 'nobody could be asked');
+    const approval: ExecuteApproval = {
+      asked: put.length > 0,
+      approved: put.length > 0 && questions.every((q) => q.choice !== undefined),
+      rerun: false,
+      blocks: put.map((q) => q.block),
+      questions,
+      rounds: put.length,
+    };
+    return { promptBlocks, approval };
   }
 
   async #sandboxedWithApproval(
@@ -301,10 +339,13 @@ export class SandboxSession {
       const stop = this.#backups.watch(toolCallId);
       try {
         this.#log.debug({ phase: 'guard', tool, path: target, toolCallId }, 'file tool asks');
-        let outcome = await this.broker.handle(request);
+        this.#calls.set(toolCallId, { tool });
+        let outcome = await this.broker.handle(request).finally(() => this.#calls.delete(toolCallId));
         let approval: ExecuteApproval | undefined;
         let promptBlocks: PromptBlock[] = [];
-        if (outcome.decision.verdict === 'prompt') {
+        if (this.#approval?.options.mode === 'inline') {
+          ({ promptBlocks, approval } = this.#inlineOutcome(toolCallId));
+        } else if (outcome.decision.verdict === 'prompt') {
           const blocks = this.#takeBlocks(toolCallId);
           promptBlocks = blocks;
           if (blocks.length > 0 && this.#approver) {
@@ -339,6 +380,24 @@ export class SandboxSession {
 
   #takeBlocks(toolCallId: string): PromptBlock[] {
     return this.#approval?.takeBlocks({ toolCallId }) ?? [];
+  }
+
+  /** An inline question, put to the session's approver with the command that raised it. */
+  async #askInline(prompt: ApprovalPrompt): Promise<boolean | ApprovalChoice> {
+    const approver = this.#approver;
+    if (!approver) return false;
+    const toolCallId = prompt.block.toolCallIds[0];
+    const call = toolCallId === undefined ? undefined : this.#calls.get(toolCallId);
+    const request: ApprovalRequest = {
+      kind: 'path',
+      block: prompt.block,
+      choices: prompt.choices,
+      round: prompt.round,
+      signal: prompt.signal,
+      ...call,
+      ...(toolCallId === undefined ? {} : { toolCallId }),
+    };
+    return approver(request);
   }
 
   async #ask(request: ApprovalRequest): Promise<boolean> {

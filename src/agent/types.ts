@@ -1,5 +1,5 @@
 import type { BrokerPlugin, Logger, Verdict } from '../core/index.js';
-import type { PromptBlock } from '../plugins/approval.js';
+import type { ApprovalChoice, AskedQuestion, PromptBlock } from '../plugins/approval/index.js';
 import type { SessionConfig, SessionConfigInput } from './config.js';
 
 /** The agent's own file tools that `guardWrite` stands in front of. */
@@ -23,6 +23,25 @@ export type ApprovalRequest =
       round?: number;
     }
   | {
+      /**
+       * One change that waits at its call while a person decides (`approvals: "inline"`,
+       * the default). Answer with one of `choices` (true: the first, this change once).
+       */
+      kind: 'path';
+      block: PromptBlock;
+      /** What a yes may cover, narrowest first: once, this path for the session, a directory the command made in this turn. */
+      choices: readonly ApprovalChoice[];
+      /** 1 for the change's first question; more when it prompted again after a yes. */
+      round: number;
+      /** Aborted when the question times out (`approvalTimeoutSeconds`): stop asking. */
+      signal: AbortSignal;
+      /** The command whose change it is, when a command of this session made it. */
+      command?: string;
+      /** The file tool that asked (guards). */
+      tool?: GuardTool | 'delete';
+      toolCallId?: string;
+    }
+  | {
       /** The model asked to run a command outside the sandbox. */
       kind: 'unsandboxed';
       command: string;
@@ -31,10 +50,12 @@ export type ApprovalRequest =
     };
 
 /**
- * Asks a person. true approves; false (or a throw, which is logged) denies. Called at
- * most once per execute for paths (all of its blocks merged), once for an unsandboxed run.
+ * Asks a person. true approves (for `path`: this change once; for `paths`: those paths for
+ * the session); one of a `path` request's `choices` approves that much; false (or a throw,
+ * which is logged) denies. Inline questions come one at a time, while the change waits;
+ * `paths` at most once per run of a command (`approvals: "after"`).
  */
-export type Approver = (request: ApprovalRequest) => Promise<boolean> | boolean;
+export type Approver = (request: ApprovalRequest) => Promise<boolean | ApprovalChoice> | boolean | ApprovalChoice;
 
 /** What `execute` does when the backup store cannot be used at the start of a turn. */
 export type StoreUnavailablePolicy =
@@ -208,11 +229,14 @@ export interface BackupSummary {
 export interface ExecuteApproval {
   /** Whether the approver was called (false: no approver). */
   asked: boolean;
+  /** Whether everything asked about was approved. */
   approved: boolean;
-  /** Whether the command ran again under the new grants. */
+  /** Whether the command ran again under the new grants (`approvals: "after"` only). */
   rerun: boolean;
   /** What the approver was asked about, in every round. */
   blocks: PromptBlock[];
+  /** Inline: each question put while the command waited, in order, with its answer (those a directory's yes covered too). */
+  questions?: AskedQuestion[];
   /**
    * How many times the approver was asked. After an approval the command runs again, and
    * what that run newly needs is asked in the next round (see `maxApprovalRounds`).

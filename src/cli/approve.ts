@@ -1,17 +1,17 @@
 import { createInterface } from 'node:readline';
 import type { ApprovalRequest } from '../agent/types.js';
 import type { PathKind } from '../core/index.js';
-import type { PromptBlock } from '../plugins/approval.js';
+import type { ApprovalChoice, PromptBlock } from '../plugins/approval/index.js';
 import { native } from '../native/loader.js';
 import { printable, type Io } from './output.js';
 
 const SOURCE_WORDS: Record<PathKind, string> = { file: 'a file', directory: 'a directory', symlink: 'a symlink', other: 'a special file', absent: 'a missing name' };
 
 /** `ACCESS PATH by OPERATION [of SOURCE] (reason)`, safe for one terminal line: a yes covers that operation (and source) only. */
-export function describeBlock(block: PromptBlock): string {
+export function describeBlock(block: PromptBlock, withReason = true): string {
   const source = block.sourceKind === undefined ? '' : ` of ${SOURCE_WORDS[block.sourceKind]}`;
   const by = block.operation === block.access ? '' : ` by ${block.operation}${source}`;
-  return printable(`${block.access} ${block.normalisedPath}${by}${block.reason ? ` (${block.reason})` : ''}`);
+  return printable(`${block.access} ${block.normalisedPath}${by}${withReason && block.reason ? ` (${block.reason})` : ''}`);
 }
 
 /** Whether a person is there to ask: stdin and stderr are both a terminal. */
@@ -19,13 +19,38 @@ export function terminalAvailable(): boolean {
   return process.stdin.isTTY === true && process.stderr.isTTY === true;
 }
 
-/** The question for a request, one line per thing to approve. */
+/** The key a person types for each choice of an inline question. */
+function keyOf(choice: ApprovalChoice): string {
+  if (choice.scope === 'once') return 'y';
+  if (choice.scope === 'session') return 's';
+  return choice.lasts === 'turn' ? 'd' : 'D';
+}
+
+function describeChoice(choice: ApprovalChoice): string {
+  if (choice.scope === 'once') return 'yes, this change once';
+  if (choice.scope === 'session') return 'yes, and this path for the rest of the session';
+  const what = choice.repository ? `set up the new repository ${printable(choice.directory)} (hooks, config)` : `set up the new directory ${printable(choice.directory)}`;
+  return `yes, and let this command ${what} ${choice.lasts === 'turn' ? 'until the turn ends' : 'for the rest of the session'}`;
+}
+
+/** The question for a request: what it is about, then the choices; its last line ends with `[y/N…] `. */
 export function approvalQuestion(request: ApprovalRequest): string[] {
   if (request.kind === 'unsandboxed') {
     return [
       `brokered-shell: the command asks to run without the sandbox: ${printable(request.command)}${request.reason ? ` (${printable(request.reason)})` : ''}`,
       'Run it without the sandbox? [y/N] ',
     ];
+  }
+  if (request.kind === 'path') {
+    const { block, choices } = request;
+    const lines = [`brokered-shell: the command waits for approval: ${describeBlock(block, false)}`];
+    if (block.reason) lines.push(`  why: ${printable(block.reason)}`);
+    if (request.command) lines.push(`  command: ${printable(request.command)}`);
+    for (const choice of choices) lines.push(`  ${keyOf(choice)}  ${describeChoice(choice)}`);
+    lines.push('  n  no (the default): the command gets "permission denied" there');
+    const others = choices.filter((choice) => choice.scope !== 'once').map(keyOf);
+    lines.push(`Allow? [y/N${others.map((key) => `/${key}`).join('')}] `);
+    return lines;
   }
   const again = request.round !== undefined && request.round > 1;
   return [
@@ -40,27 +65,38 @@ export function isYes(answer: string | undefined): boolean {
   return answer !== undefined && /^\s*y(es)?\s*$/i.test(answer);
 }
 
-/**
- * A command's leftover terminal state must not hide or garble the question: a soft reset
- * (DECSTR), the main screen, the ASCII character set, no scroll region, plain text, a
- * visible cursor, and the default colours and palette.
- */
-export const TERMINAL_RESET = '\x1b[!p\x1b[?1049l\x1b(B\x0f\x1b[r\x1b[0m\x1b[?25h\x1b]110\x07\x1b]111\x07\x1b]104\x07';
+/** What a typed line answers to a request: a choice (inline), true (yes), or false. */
+export function answerOf(request: ApprovalRequest, line: string | undefined): boolean | ApprovalChoice {
+  if (request.kind !== 'path') return isYes(line);
+  if (isYes(line)) return request.choices[0] ?? false;
+  const typed = line?.trim();
+  return request.choices.find((choice) => choice.scope !== 'once' && keyOf(choice) === typed) ?? false;
+}
 
 /**
- * Ask on the terminal: the question on stderr, one line read from stdin. End of input,
- * Ctrl-C and SIGTERM count as no. What was typed before the question is dropped first
- * (`flush`, tcflush on the terminal): a `y` typed ahead, or drawn out by a command's own
- * fake question, must not answer this one. If it cannot be dropped, nothing is asked and
- * the answer is no.
+ * A command's leftover terminal state must not hide or garble the question: the main
+ * screen, no scroll region, the ASCII character set, plain text, a visible cursor, insert
+ * mode off, line wrap on, the default colours and palette. Nothing here moves the cursor:
+ * leaving the alternate screen by mode 47 restores no cursor, and the scroll region (whose
+ * reset sends the cursor home) is reset between a save and a restore of the position, so
+ * the question starts below what the command printed.
+ */
+export const TERMINAL_RESET = '\x1b[?47l\x1b7\x1b[r\x1b8\x1b(B\x0f\x1b[0m\x1b[?25h\x1b[4l\x1b[?7h\x1b]110\x07\x1b]111\x07\x1b]104\x07';
+
+/**
+ * Ask on the terminal: the question on stderr, on lines of its own, one line read from
+ * stdin. End of input, Ctrl-C, SIGTERM and the request's signal (a timeout) count as no.
+ * What was typed before the question is dropped first (`flush`, tcflush on the terminal):
+ * a `y` typed ahead, or drawn out by a command's own fake question, must not answer this
+ * one. If it cannot be dropped, nothing is asked and the answer is no.
  */
 export function askOnTerminal(
   io: Io,
   request: ApprovalRequest,
   input: NodeJS.ReadableStream = process.stdin,
   flush: () => void = () => native().flushTerminalInput(0),
-): Promise<boolean> {
-  process.stderr.write(TERMINAL_RESET);
+): Promise<boolean | ApprovalChoice> {
+  process.stderr.write(`${TERMINAL_RESET}\n`);
   try {
     flush();
   } catch (error) {
@@ -71,6 +107,7 @@ export function askOnTerminal(
   const last = lines.pop() ?? '';
   for (const line of lines) io.err(line);
   process.stderr.write(last);
+  const signal = request.kind === 'path' ? request.signal : undefined;
   return new Promise((resolve) => {
     const reader = createInterface({ input, terminal: false });
     let answered = false;
@@ -79,16 +116,23 @@ export function askOnTerminal(
       process.stderr.write('\n');
       reader.close();
     };
+    const timedOut = () => {
+      io.err('');
+      io.err('brokered-shell: no answer in time: refused');
+      reader.close();
+    };
     process.once('SIGINT', interrupted);
     process.once('SIGTERM', interrupted);
+    signal?.addEventListener('abort', timedOut, { once: true });
     reader.once('line', (line) => {
       answered = true;
       reader.close();
-      resolve(isYes(line));
+      resolve(answerOf(request, line));
     });
     reader.once('close', () => {
       process.off('SIGINT', interrupted);
       process.off('SIGTERM', interrupted);
+      signal?.removeEventListener('abort', timedOut);
       if (!answered) resolve(false);
     });
   });

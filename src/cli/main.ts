@@ -47,7 +47,7 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
     .option('--message <msg>', 'turn message (default: the command)')
     .option('--no-backup', 'enforce the policy but keep no backups')
-    .option('--yes', 'approve what needs approval (then the command runs again, brokered); for scripts')
+    .option('--yes', 'approve what needs approval, for this session; for scripts')
     .addOption(new Option('--no', 'refuse what needs approval without asking; for scripts').conflicts('yes'))
     .addOption(
       new Option('--runtime <runtime>', 'seccomp (kernel, every program) or preload (LD_PRELOAD library, dynamically linked programs); default: seccomp where the kernel supports it, else preload').choices([

@@ -8,7 +8,7 @@ import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
 import { HOME_CONFIG_FILE } from '../config/schema.js';
 import { ErrorCodes, type Logger } from '../core/index.js';
-import { blockKey, type PromptBlock } from '../plugins/approval.js';
+import { blockKey, type ApprovalChoice, type AskedQuestion, type PromptBlock } from '../plugins/approval/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
 import type { RuntimeName } from '../sandbox/index.js';
@@ -55,10 +55,15 @@ const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * `run` lists what needs approval and exits 77).
  */
 function approverFor(io: Io, options: RunOptions): Approver | undefined {
-  if (options.yes) return () => true;
+  // --yes approves everything it is asked about: inline, the widest choice that ends with the turn (a directory the command made), else the path for the session.
+  if (options.yes) return (request) => (request.kind === 'path' ? (widestForTurn(request.choices) ?? true) : true);
   if (options.no) return () => false;
   if (!terminalAvailable()) return undefined;
   return (request) => askOnTerminal(io, request);
+}
+
+function widestForTurn(choices: readonly ApprovalChoice[]): ApprovalChoice | undefined {
+  return choices.find((choice) => choice.scope === 'directory' && choice.lasts === 'turn') ?? choices.find((choice) => choice.scope === 'session');
 }
 
 /**
@@ -156,6 +161,7 @@ function reportApproval(io: Io, result: ExecuteResult): number {
     io.err('brokered-shell: nothing was changed for these; run again with --yes to approve them (or on a terminal to be asked)');
     return ExitCode.APPROVAL_NEEDED;
   }
+  if (approval.questions) return reportInline(io, result, approval.questions);
   // Asked and still refused (a last round said no, or a grant that could not lift it) is not "approved".
   const stillRefused = new Set(promptBlocks.map(blockKey));
   for (const block of approval.blocks) {
@@ -171,6 +177,23 @@ function reportApproval(io: Io, result: ExecuteResult): number {
   io.err(`brokered-shell: nothing was changed for these; still refused after ${rounds} of approving and running the command again`);
   return ExitCode.APPROVAL_NEEDED;
 }
+
+/** Inline questions: what was approved, and how far; what was refused (the command got EACCES there). The status is the command's. */
+function reportInline(io: Io, result: ExecuteResult, questions: readonly AskedQuestion[]): number {
+  for (const question of questions) {
+    if (question.byScope !== undefined) continue;
+    if (question.choice) io.err(`brokered-shell: approved ${SCOPE_WORDS[question.choice.scope]}: ${describeBlock(question.block)}`);
+    else {
+      const why = question.refusal === undefined || question.refusal === 'not approved' ? '' : ` (${printable(question.refusal)})`;
+      io.err(`brokered-shell: not approved${why}: ${describeBlock(question.block)}`);
+    }
+  }
+  const covered = questions.filter((question) => question.byScope !== undefined).length;
+  if (covered > 0) io.err(`brokered-shell: ${covered} more change${covered === 1 ? '' : 's'} inside directories approved for this command went ahead without a question`);
+  return result.exitCode;
+}
+
+const SCOPE_WORDS: Record<ApprovalChoice['scope'], string> = { once: 'once', session: 'for this session', directory: 'with its directory' };
 
 function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
   for (const block of blocks) io.err(`brokered-shell: needs approval: ${describeBlock(block)}`);

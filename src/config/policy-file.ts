@@ -99,5 +99,7 @@ export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile)
       rules: [...config.fileSafety.rules, ...policy.rules],
       outsideRoots: policy.outsideRoots ?? config.fileSafety.outsideRoots,
     },
+    approvals: config.approvals,
+    approvalTimeoutSeconds: config.approvalTimeoutSeconds,
   };
 }

@@ -76,6 +76,8 @@ export const projectConfigSchema = z
         durability: onlyStricter('each', ['turn'], 'would let a power cut lose backups of changes it kept; a project may only choose "each"').optional(),
       })
       .optional(),
+    approvals: refused('how a person is asked is the user\'s choice (approvals belongs in the home config)'),
+    approvalTimeoutSeconds: refused('how long a question waits is the user\'s choice (approvalTimeoutSeconds belongs in the home config)'),
     fileSafety: z
       .strictObject({
         rules: z.array(projectRuleSchema).optional(),
@@ -193,6 +195,8 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
       rules: [...home.fileSafety.rules, ...projectRules],
       outsideRoots: project.fileSafety?.outsideRoots ?? home.fileSafety.outsideRoots,
     },
+    approvals: home.approvals,
+    approvalTimeoutSeconds: home.approvalTimeoutSeconds,
   };
 }
 

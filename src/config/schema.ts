@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_DURABILITY, FILE_BACKUP_MAX_SIZE_MB, durabilitySchema, oversizePolicySchema } from '../backup/settings.js';
 import { cacheRootsSettingsSchema } from '../plugins/cache-roots/options.js';
+import { DEFAULT_APPROVAL_TIMEOUT_MS, approvalModeSchema } from '../plugins/approval/plugin.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
 
 /**
@@ -77,6 +78,18 @@ export const cacheRootsConfigSchema = cacheRootsSettingsSchema.describe(
   "Tools' caches, changed without a question or a backup: the defaults present at session start (defaults), less remove (names or paths), plus add (home config only)",
 );
 
+export const approvalsSchema = approvalModeSchema
+  .default('inline')
+  .describe('inline: a change that needs approval waits at its syscall while a person is asked, and a yes lets it through; after: it is refused, and the command runs again once approved');
+
+export const approvalTimeoutSecondsSchema = z
+  .number()
+  .int()
+  .min(0)
+  .max(86_400)
+  .default(DEFAULT_APPROVAL_TIMEOUT_MS / 1000)
+  .describe('How long an inline question waits for its answer before it counts as no (0: no limit)');
+
 export const brokeredShellConfigSchema = z
   .strictObject({
     sandbox: sandboxConfigSchema.prefault({}),
@@ -87,6 +100,8 @@ export const brokeredShellConfigSchema = z
     cacheRoots: cacheRootsConfigSchema.prefault({}),
     fileBackup: fileBackupConfigSchema.prefault({}),
     fileSafety: fileSafetyConfigSchema.prefault({}),
+    approvals: approvalsSchema,
+    approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
   })
   .meta({
     title: 'brokered-shell configuration',

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { BrokerError, ErrorCodes, PluginError, toBrokerError, type ErrorCode } from './errors.js';
 import {
   createHooks,
+  type ApprovalAnswer,
+  type ApprovalQuestion,
   type BrokerHooks,
   type ClientPayload,
   type ControlPayload,
@@ -45,6 +47,34 @@ export interface BrokerOptions {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const NO_OPINION: Decision = { verdict: 'deny', reason: 'no policy plugin decided', source: 'core' };
+const APPROVED: Decision = { verdict: 'grant-token', reason: 'approved while the request waited', source: 'approval' };
+/** Questions one request may put before it is refused: each yes runs it again, and a run may prompt anew. */
+const MAX_APPROVAL_ROUNDS = 8;
+
+type AttemptOutcome = Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>;
+
+/** One run of a request through the pipeline, before `requestDone`. */
+interface Attempt {
+  targets: ResolvedTarget[];
+  decision: Decision;
+  outcome: AttemptOutcome;
+  /** Set when the decision was a prompt: what to ask about. */
+  prompt?: Omit<ApprovalQuestion, 'round'>;
+}
+
+/**
+ * What a prompt is about: the path as resolved, the access, the operation and, for a
+ * rename, copy or hard link, what kind of thing its source is. A yes covers this and no more.
+ */
+export function promptSubject(subject: { normalisedPath: string; access: string; operation: string; sourceKind?: string | undefined }): string {
+  return `${subject.normalisedPath}\0${subject.access}\0${subject.operation}\0${subject.sourceKind ?? ''}`;
+}
+
+function approvalKeyOf(target: ResolvedTarget, resolved: ResolvedRequest, decision: Decision): string {
+  const sourceKind = resolved.targets.find((t) => t.role === 'from')?.kind;
+  const subject = promptSubject({ normalisedPath: target.resolved, access: target.access, operation: resolved.request.operation, sourceKind });
+  return `${subject}\0${decision.source ?? ''}\0${decision.reason ?? ''}`;
+}
 
 export function isAllowed(decision: Decision): boolean {
   return decision.verdict === 'sandbox' || decision.verdict === 'grant-token';
@@ -172,8 +202,10 @@ export class Broker {
   /**
    * Run one request through the pipeline. Never throws: failures are deny outcomes.
    * Requests that modify run one at a time. `holdUntil` is for a caller that makes the
-   * change itself after the answer (the sandbox's supervisor): no other modifying
-   * request starts before it settles, so the names this one checked stay as checked.
+   * change itself after the answer (the sandbox's supervisor): when the request is
+   * allowed, no other modifying request starts before it settles, so the names this one
+   * checked stay as checked. A `prompt` is put to the `approve` hook outside that order
+   * (other requests go on meanwhile); after a yes the request runs again from the start.
    */
   async handle(input: BrokerRequestInput, options: { holdUntil?: Promise<void> } = {}): Promise<Outcome> {
     const started = process.hrtime.bigint();
@@ -188,26 +220,50 @@ export class Broker {
     }
     const valid = parsed.data;
     const modifies = valid.targets.some((target) => target.access !== 'read');
-    const run = () => this.#run(valid, context, started);
-    return modifies ? this.#exclusively(run, options.holdUntil) : run();
+    const approved = new Set<string>();
+    const attempt = () => this.#attempt(valid, context, approved);
+    const run = () => (modifies ? this.#exclusively(attempt, options.holdUntil, (done) => done.outcome.ok) : attempt());
+    let result = await run();
+    for (let round = 1; result.prompt && round <= MAX_APPROVAL_ROUNDS; round += 1) {
+      const answer = await this.#ask(result.prompt, round, context);
+      if (!answer?.approved) {
+        if (answer?.reason) result.outcome = failure(ErrorCodes.APPROVAL_REQUIRED, `${result.decision.reason ?? 'approval needed'}; ${answer.reason}`);
+        break;
+      }
+      approved.add(approvalKeyOf(result.prompt.target, result.prompt.request, result.decision));
+      result = await run();
+    }
+    return this.#finish(context, started, valid, result.targets, result.decision, result.outcome);
   }
 
   async close(): Promise<void> {
     await this.hooks.close.promise();
   }
 
-  #exclusively<T>(task: () => Promise<T>, holdUntil?: Promise<void>): Promise<T> {
+  /** Runs `task` after every modifying request before it; the ones after it also wait for `holdUntil` when `holds` says so. */
+  #exclusively<T>(task: () => Promise<T>, holdUntil?: Promise<void>, holds?: (value: T) => boolean): Promise<T> {
     const result = this.#exclusive.then(task, task);
-    const done = result.catch(() => undefined);
-    this.#exclusive = holdUntil ? done.then(() => holdUntil).catch(() => undefined) : done;
+    this.#exclusive = result.then((value) => (holdUntil && (!holds || holds(value)) ? holdUntil : undefined)).catch(() => undefined);
     return result;
   }
 
-  async #run(request: BrokerRequest, context: RequestContext, started: bigint): Promise<Outcome> {
+  /** The approve hook's answer to a held prompt; a failing tap is a no. */
+  async #ask(question: Omit<ApprovalQuestion, 'round'>, round: number, context: RequestContext): Promise<ApprovalAnswer | undefined> {
+    if (!this.hooks.approve.isUsed()) return undefined;
+    try {
+      return await this.hooks.approve.promise(Object.assign({}, question, { round }), context);
+    } catch (error) {
+      context.log.error({ phase: 'approval', err: error }, 'an approve tap failed: not approved');
+      return { approved: false, reason: `the approval failed (${toBrokerError(error).message})` };
+    }
+  }
+
+  async #attempt(request: BrokerRequest, context: RequestContext, approved: ReadonlySet<string>): Promise<Attempt> {
     const hooks = this.hooks;
     let targets: ResolvedTarget[] = [];
     let decision: Decision = NO_OPINION;
-    let outcome: Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>;
+    let prompt: Omit<ApprovalQuestion, 'round'> | undefined;
+    let outcome: AttemptOutcome;
     try {
       await this.beginTurn();
       const denial = await hooks.validateSession.promise(request, context);
@@ -217,11 +273,13 @@ export class Broker {
       } else {
         targets = await this.#resolve(request, context);
         const resolved: ResolvedRequest = { request, targets };
-        decision = await this.#decide(resolved, context);
+        decision = await this.#decide(resolved, context, approved);
         await hooks.decided.promise(decision, resolved, context);
         if (!isAllowed(decision)) {
           const code = decision.verdict === 'prompt' ? ErrorCodes.APPROVAL_REQUIRED : ErrorCodes.POLICY_DENIED;
           outcome = failure(code, decision.reason ?? `policy answered ${decision.verdict}`);
+          const target = decision.verdict === 'prompt' ? (targets.find((t) => t.role === decision.targetRole) ?? targets[0]) : undefined;
+          if (target) prompt = { request: resolved, decision, target };
         } else {
           outcome = await this.#proceed(resolved, decision, context);
         }
@@ -229,7 +287,7 @@ export class Broker {
     } catch (error) {
       outcome = failureFrom(error, ErrorCodes.PLUGIN_FAILED);
     }
-    return this.#finish(context, started, request, targets, decision, outcome);
+    return prompt ? { targets, decision, outcome, prompt } : { targets, decision, outcome };
   }
 
   async #finish(
@@ -238,7 +296,7 @@ export class Broker {
     request: BrokerRequest | undefined,
     targets: ResolvedTarget[],
     decision: Decision,
-    outcome: Omit<Outcome, 'durationMs' | 'requestId' | 'request' | 'targets' | 'decision'>,
+    outcome: AttemptOutcome,
   ): Promise<Outcome> {
     // Field by field: Node 20's V8 makes a literal that spreads an object and goes on
     // with more fields pay a runtime call per field (≈ 1 µs each), on every request.
@@ -266,12 +324,16 @@ export class Broker {
     });
   }
 
-  async #decide(resolved: ResolvedRequest, context: RequestContext): Promise<Decision> {
+  async #decide(resolved: ResolvedRequest, context: RequestContext, approved: ReadonlySet<string>): Promise<Decision> {
     const decisions: Decision[] = [];
     for (const target of resolved.targets) {
       openBallot(context);
       const bailed = await this.hooks.evaluatePolicy.promise(target, resolved, context);
-      const decision = bailed ?? closeBallot(context) ?? NO_OPINION;
+      let decision = bailed ?? closeBallot(context) ?? NO_OPINION;
+      // A prompt about exactly what was approved for this request (the same path, access,
+      // operation and source, for the same reason) is lifted; anything else is asked again:
+      // a directory moved whole whose contents changed meanwhile gives another reason.
+      if (decision.verdict === 'prompt' && approved.size > 0 && approved.has(approvalKeyOf(target, resolved, decision))) decision = APPROVED;
       decisions.push(Object.assign({}, decision, { targetRole: target.role }));
     }
     return combineDecisions(decisions);

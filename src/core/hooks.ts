@@ -62,6 +62,22 @@ export type ControlResult = { ok: boolean } & Record<string, unknown>;
 
 type RequestHook<R> = AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], R>;
 
+/** A `prompt` the broker holds while someone decides: the request, its decision, and the target it is about. */
+export interface ApprovalQuestion {
+  readonly request: ResolvedRequest;
+  readonly decision: Decision;
+  readonly target: ResolvedTarget;
+  /** 1 for the request's first question; more when its fresh run after a yes prompted again. */
+  readonly round: number;
+}
+
+/** What a tap of `approve` says: yes lets the request run again with this prompt lifted. */
+export interface ApprovalAnswer {
+  readonly approved: boolean;
+  /** Why, for the audit log and the program's refusal reason. */
+  readonly reason?: string;
+}
+
 export interface BrokerHooks {
   /** A tap returns a denial to stop the request. */
   readonly validateSession: AsyncSeriesBailHook<[BrokerRequest, RequestContext], Decision | undefined>;
@@ -75,6 +91,13 @@ export interface BrokerHooks {
   readonly evaluatePolicy: AsyncSeriesBailHook<[ResolvedTarget, ResolvedRequest, RequestContext], Decision | undefined>;
   /** Observes the combined decision before anything happens (approval, audit). */
   readonly decided: AsyncSeriesHook<[Decision, ResolvedRequest, RequestContext]>;
+  /**
+   * A `prompt`, held: the first tap with an answer decides, while the request waits outside
+   * the broker's one-change-at-a-time order. A yes runs the request again from the start
+   * (fresh paths, fresh policy), and the same prompt then counts as approved; anything it
+   * newly prompts for is asked again. No tap or no answer: the prompt is a denial.
+   */
+  readonly approve: AsyncSeriesBailHook<[ApprovalQuestion, RequestContext], ApprovalAnswer | undefined>;
   /** Back up what the request is about to change; throwing denies the request. */
   readonly preModifyBackup: AsyncSeriesHook<[ResolvedRequest, Decision, RequestContext]>;
   /** For token requests: what lets the client proceed. No grant → deny. */
@@ -111,6 +134,7 @@ export function createHooks(): BrokerHooks {
       'evaluatePolicy',
     ),
     decided: new AsyncSeriesHook<[Decision, ResolvedRequest, RequestContext]>(['decision', 'request', 'context'], 'decided'),
+    approve: new AsyncSeriesBailHook<[ApprovalQuestion, RequestContext], ApprovalAnswer | undefined>(['question', 'context'], 'approve'),
     preModifyBackup: new AsyncSeriesHook<[ResolvedRequest, Decision, RequestContext]>(
       ['request', 'decision', 'context'],
       'preModifyBackup',

@@ -1,6 +1,8 @@
-export { Broker, combineDecisions, isAllowed, type BrokerOptions } from './broker.js';
+export { Broker, combineDecisions, isAllowed, promptSubject, type BrokerOptions } from './broker.js';
 export { BrokerError, PluginError, ErrorCodes, errnoOf, toBrokerError, type ErrorCode } from './errors.js';
 export type {
+  ApprovalAnswer,
+  ApprovalQuestion,
   BrokerHooks,
   ClientContext,
   ClientPayload,

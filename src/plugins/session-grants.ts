@@ -12,7 +12,7 @@ import {
   type ResolvedTarget,
 } from '../core/index.js';
 import { takenTree } from '../requests/taken-tree.js';
-import type { PromptBlock } from './approval.js';
+import type { PromptBlock } from './approval/index.js';
 
 /** One (path, access, operation) a person approved in this session. */
 export interface SessionGrant {

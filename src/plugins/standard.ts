@@ -1,5 +1,5 @@
 import type { BrokerPlugin } from '../core/index.js';
-import { ApprovalPlugin, type ApprovalOptions } from './approval.js';
+import { ApprovalPlugin, type ApprovalOptions } from './approval/index.js';
 import { AuditPlugin, type AuditOptions } from './audit.js';
 import { CacheRootsPlugin, type CacheRootsOptions } from './cache-roots/index.js';
 import { CommandPrebackupPlugin } from './command-prebackup/index.js';

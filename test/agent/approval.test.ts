@@ -1,5 +1,6 @@
 /**
- * Approvals: a `prompt` rule on a workspace file refuses the sandboxed attempt and
+ * Approvals asked after the command (`approvals: "after"`, the reference's flow; the
+ * inline default is in inline-approval.test.ts): a `prompt` rule on a workspace file refuses the sandboxed attempt and
  * records prompt blocks; the approver is asked once with all of them; approved, the
  * paths are granted for the session and the command runs again brokered, in the same
  * turn, so the change is backed up; what the rerun newly needs is asked in a next round
@@ -9,10 +10,11 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { PromptBlock } from '../../src/plugins/approval.js';
+import type { PromptBlock } from '../../src/plugins/approval/index.js';
 import { exists, makeWorld, openSession, read, recordingApprover, savedBytes, turnById, type World } from './helpers.js';
 
-const config = { fileSafety: { rules: [{ pattern: 'ask*.txt', decision: 'prompt' as const, reason: 'asks first' }] } };
+const after = { approvals: 'after' as const };
+const config = { ...after, fileSafety: { rules: [{ pattern: 'ask*.txt', decision: 'prompt' as const, reason: 'asks first' }] } };
 
 async function prepare(prefix: string): Promise<World> {
   const world = await makeWorld(prefix);
@@ -96,7 +98,7 @@ describe('approval of prompt blocks', () => {
     await fs.writeFile(path.join(world.ws, 'guarded', 'inside.txt'), 'inside\n');
     const rules = [...config.fileSafety.rules, { pattern: 'guarded', decision: 'prompt' as const, reason: 'guarded' }];
     const approver = recordingApprover(true);
-    const { session } = await openSession(world, { config: { fileSafety: { rules } }, approver });
+    const { session } = await openSession(world, { config: { ...after, fileSafety: { rules } }, approver });
     const result = await session.execute('mv guarded moved; echo 1 > ask-1.txt && echo 2 > ask-2.txt');
     const asked = approver.requests.map((request) => (request.kind === 'paths' ? [request.round, pathsOf(request.blocks)] : []));
     expect(asked).toEqual([
@@ -240,7 +242,7 @@ describe('a yes covers the operation the person was asked about', () => {
     const world = await makeWorld('approve-operation');
     // The person approves the empty directory they were asked about, and nothing else.
     const approver = recordingApprover([true, false]);
-    const { session } = await openSession(world, { approver, maxApprovalRounds: 3 });
+    const { session } = await openSession(world, { config: after, approver, maxApprovalRounds: 3 });
     await session.beginTurn({ userMessage: 'make .git' });
     const result = await session.execute(command);
     const asked = approver.requests.map((r) =>

@@ -6,7 +6,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { makeWorld, openSession, recordingApprover, savedBytes, turnById } from './helpers.js';
+import { makeWorld, openSession, read, recordingApprover, savedBytes, turnById } from './helpers.js';
 
 const rules = [
   { pattern: 'secret.txt', decision: 'deny' as const },
@@ -68,13 +68,13 @@ describe('guardWrite / guardDelete', () => {
     const world = await makeWorld('guard-prompt');
     const ask = path.join(world.ws, 'ask.txt');
     await fs.writeFile(ask, 'ask before\n');
-    const approver = recordingApprover(true);
+    const approver = recordingApprover('session');
     const { session } = await openSession(world, { config: { fileSafety: { rules } }, approver });
     const turn = await session.beginTurn({ userMessage: 'guarded' });
     const result = await session.guardWrite('ask.txt', { tool: 'NotebookEdit', toolCallId: 'nb-1' });
-    expect(result).toMatchObject({ allowed: true, decision: 'grant-token', backedUp: true, promptBlocks: [], approval: { asked: true, approved: true, rerun: true } });
+    expect(result).toMatchObject({ allowed: true, decision: 'grant-token', backedUp: true, promptBlocks: [], approval: { asked: true, approved: true, rerun: false } });
     expect(approver.requests).toEqual([
-      expect.objectContaining({ kind: 'paths', tool: 'NotebookEdit', toolCallId: 'nb-1', blocks: [expect.objectContaining({ normalisedPath: ask, access: 'write' })] }),
+      expect.objectContaining({ kind: 'path', tool: 'NotebookEdit', toolCallId: 'nb-1', block: expect.objectContaining({ normalisedPath: ask, access: 'write' }) }),
     ]);
     // Granted for the session: a shell write to it asks nobody.
     const shell = await session.execute('echo from shell > ask.txt');
@@ -95,7 +95,8 @@ describe('guardWrite / guardDelete', () => {
     const denied = await openSession(world, { config: { fileSafety: { rules } }, approver: denier });
     const refused = await denied.session.guardDelete('ask.txt');
     expect(refused).toMatchObject({ allowed: false, decision: 'prompt', approval: { asked: true, approved: false, rerun: false } });
-    expect(denier.requests).toEqual([expect.objectContaining({ kind: 'paths', tool: 'delete' })]);
+    expect(denier.requests).toEqual([expect.objectContaining({ kind: 'path', tool: 'delete' })]);
+    expect(await read(path.join(world.ws, 'ask.txt'))).toBe('ask\n');
   });
 
   it('with the sandbox disabled the tool is not guarded', async () => {

@@ -10,6 +10,7 @@ import { afterEach } from 'vitest';
 import { createSandboxSession, type SandboxSession } from '../../src/agent/session.js';
 import type { Approver, SandboxSessionOptions } from '../../src/agent/types.js';
 import type { SessionConfigInput } from '../../src/agent/config.js';
+import type { ApprovalChoice } from '../../src/plugins/approval/index.js';
 import { BackupHome, type BackupEntry, type TurnManifest } from '../../src/backup/index.js';
 import { capturingLogger } from '../helpers/bare-broker.js';
 
@@ -64,12 +65,21 @@ export async function openSession(world: World, options: OpenOptions = {}) {
 
 /** An approver that answers `answer` and remembers every request. */
 /** An approver that records what it is asked; a list answers each round in turn (its last answer after that). */
-export function recordingApprover(answer: boolean | readonly boolean[]): Approver & { requests: Parameters<Approver>[0][] } {
+/** An answer a recording approver gives: yes/no, or (to an inline question) how far a yes reaches. */
+export type RecordedAnswer = boolean | 'session' | 'directory' | 'directory-session';
+
+/** Answers in turn (the last one again once they run out) and keeps every request. */
+export function recordingApprover(answer: RecordedAnswer | readonly RecordedAnswer[]): Approver & { requests: Parameters<Approver>[0][] } {
   const requests: Parameters<Approver>[0][] = [];
-  const answers = typeof answer === 'boolean' ? [answer] : answer;
+  const answers: readonly RecordedAnswer[] = Array.isArray(answer) ? answer : [answer as RecordedAnswer];
   const approver = (request: Parameters<Approver>[0]) => {
     requests.push(request);
-    return answers[Math.min(requests.length, answers.length) - 1] ?? false;
+    const given = answers[Math.min(requests.length, answers.length) - 1] ?? false;
+    if (typeof given === 'boolean') return given;
+    if (request.kind !== 'path') return true;
+    const wanted = (choice: ApprovalChoice) =>
+      given === 'session' ? choice.scope === 'session' : choice.scope === 'directory' && choice.lasts === (given === 'directory' ? 'turn' : 'session');
+    return request.choices.find(wanted) ?? false;
   };
   return Object.assign(approver, { requests });
 }

@@ -1,5 +1,7 @@
 /**
- * `brokered-shell run` and approvals, as a process (real CLI, sandbox, broker, store):
+ * `brokered-shell run` and approvals asked after the command (`approvals: "after"` in the
+ * home config; the inline default is in run-inline-approval.test.ts), as a process (real
+ * CLI, sandbox, broker, store):
  * `--yes` approves and the command runs again brokered, with the backup in the turn;
  * `--no` refuses, the status is the command's; with neither and no terminal the blocks
  * are listed and the status is 77; on a terminal a person is asked (y/N).
@@ -30,6 +32,7 @@ const ws = (name: string) => path.join(world.ws, name);
 
 beforeAll(async () => {
   world = await makeWorld('approval');
+  await fs.writeFile(path.join(world.home, 'config.json'), JSON.stringify({ approvals: 'after' }));
   policy = path.join(world.base, 'policy.json');
   await fs.writeFile(policy, JSON.stringify({ rules: [{ pattern: 'ask-*.txt', decision: 'prompt', reason: 'asks first' }] }));
 });
@@ -190,7 +193,8 @@ describe('run: approvals on a terminal', () => {
     expect(result.out).toContain(`brokered-shell: not approved: write ${ws('ask-tty-ahead.txt')}`);
     expect(await fs.readFile(ws('ask-tty-ahead.txt'), 'utf8')).toBe('original\n');
     // The question starts from plain text, whatever styling the command left on.
-    expect(result.out).toContain(`${TERMINAL_RESET}brokered-shell: the command needs approval for:`);
+    // On a line of its own: after the reset (which moves no cursor), a new line.
+    expect(result.out).toMatch(new RegExp(`${escapeRegExp(TERMINAL_RESET)}\r?\nbrokered-shell: the command needs approval for:`));
   });
 
   it('Ctrl-C at the question refuses: the turn is committed and run ends with the command\'s status', async () => {
@@ -210,3 +214,7 @@ describe('run: approvals on a terminal', () => {
     expect(await fs.readFile(ws('ask-tty-no.txt'), 'utf8')).toBe('original\n');
   });
 });
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

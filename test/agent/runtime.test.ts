@@ -32,7 +32,7 @@ describe('runtime', () => {
     expect(selectRuntime('auto', { ...probes, preload: () => '/lib.so' })).toMatchObject({ runtime: 'preload', fallback: expect.stringContaining('no user notification here') });
   });
 
-  it('preload: the policy holds, changes are backed up, an approval reruns under the grant', async () => {
+  it('preload: the policy holds, changes are backed up, a prompt is asked while the write waits', async () => {
     const world = await makeWorld('preload');
     const f = path.join(world.ws, 'f.txt');
     const ask = path.join(world.ws, 'ask.txt');
@@ -46,7 +46,7 @@ describe('runtime', () => {
     expect(session.runtime).toBe('preload');
     await session.beginTurn({ userMessage: 'preload' });
     const result = await session.execute('echo after > f.txt; echo x > "$OUT/o"; echo "outside $?"; echo y > ask.txt; echo "ask $?"', { toolCallId: 'pre-1' });
-    expect(result).toMatchObject({ exitCode: 0, runtime: 'preload', sandboxed: true, approval: { asked: true, approved: true, rerun: true }, promptBlocks: [] });
+    expect(result).toMatchObject({ exitCode: 0, runtime: 'preload', sandboxed: true, approval: { asked: true, approved: true, rerun: false }, promptBlocks: [] });
     expect(result.stdout).toBe('outside 1\nask 0\n');
     expect(await read(f)).toBe('after\n');
     expect(await read(ask)).toBe('y\n');

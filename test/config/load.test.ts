@@ -104,6 +104,8 @@ describe('loading', () => {
         ],
         outsideRoots: 'deny',
       },
+      approvals: 'inline',
+      approvalTimeoutSeconds: 300,
     });
   });
 

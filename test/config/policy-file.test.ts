@@ -40,6 +40,8 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
       ],
       outsideRoots: 'prompt',
     },
+    approvals: 'inline',
+    approvalTimeoutSeconds: 300,
   });
   // The result is a valid configuration.
   expect(brokeredShellConfigSchema.safeParse(applyPolicyFile(config, policy)).success).toBe(true);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
 import { Broker, ErrorCodes, Stage, type BrokerRequestInput } from '../../src/core/index.js';
+import { ApprovalPlugin, type PromptApprover } from '../../src/plugins/approval/index.js';
 import { standardPlugins } from '../../src/plugins/standard.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
 import { closeLater, closeOpened } from '../helpers/close-opened.js';
@@ -23,16 +24,19 @@ afterEach(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
-function broker(options: { maxMB?: number } = {}) {
-  return closeLater(new Broker({ sessionId: 's1' })).use(
+function broker(options: { maxMB?: number; approver?: PromptApprover; approvalTimeoutMs?: number } = {}) {
+  const b = closeLater(new Broker({ sessionId: 's1' })).use(
     ...standardPlugins({
       home,
       writableRoots: [ws],
       rules: [{ pattern: '*.pem', access: ['write', 'delete'], decision: 'prompt' }],
       trashEnv: { XDG_DATA_HOME: path.join(base, 'xdg'), HOME: base },
       backup: options.maxMB === undefined ? {} : { fileBackupMaxSizeMB: options.maxMB },
+      ...(options.approvalTimeoutMs === undefined ? {} : { approval: { timeoutMs: options.approvalTimeoutMs } }),
     }),
   );
+  b.plugin<ApprovalPlugin>(ApprovalPlugin.PLUGIN_NAME)?.setApprover(options.approver);
+  return b;
 }
 
 const hostOp = (operation: 'rename' | 'delete', paths: { path?: string; from?: string; to?: string }): BrokerRequestInput => ({
@@ -97,6 +101,41 @@ describe('pipeline invariants with the standard plugins', () => {
     expect(outcome).toMatchObject({ ok: false, wireDecision: 'deny', error: { code: ErrorCodes.APPROVAL_REQUIRED } });
     expect(readFileSync(to, 'utf8')).toBe('old key');
     expect(readFileSync(from, 'utf8')).toBe('cert');
+    expect((await backedUp(b)).size).toBe(0);
+  });
+
+  it('a prompt held inline: asked before anything changed; yes → the backup, then the operation', async () => {
+    const from = path.join(ws, 'c2.txt');
+    const to = path.join(ws, 'key2.pem');
+    writeFileSync(from, 'new cert');
+    writeFileSync(to, 'old key');
+    const seen: string[] = [];
+    const b = broker({
+      approver: async ({ block }) => {
+        // While the question is open the request waits: nothing moved, nothing backed up.
+        const turns = await new BackupHome({ home }).listTurns({ sessionId: 's1' }).catch(() => []);
+        seen.push(`${block.normalisedPath} ${readFileSync(to, 'utf8')} ${existsSync(from)} ${turns.flatMap((t) => t.files).length}`);
+        return true;
+      },
+    });
+    const outcome = await b.handle(hostOp('rename', { from, to }));
+    expect(outcome).toMatchObject({ ok: true, wireDecision: 'host-op' });
+    expect(seen).toEqual([`${to} old key true 0`]);
+    expect(readFileSync(to, 'utf8')).toBe('new cert');
+    expect((await backedUp(b)).get(to)?.toString()).toBe('old key');
+  });
+
+  it.each([
+    ['a no', { approver: () => false }],
+    ['a timeout', { approver: () => new Promise<boolean>(() => undefined), approvalTimeoutMs: 50 }],
+    ['a failing approver', { approver: () => Promise.reject(new Error('dialog crashed')) }],
+  ])('a prompt held inline and answered with %s: denied, nothing backed up or changed', async (_label, options) => {
+    const b = broker(options);
+    const file = path.join(ws, 'kept.pem');
+    writeFileSync(file, 'old key');
+    const outcome = await b.handle(hostOp('delete', { path: file }));
+    expect(outcome).toMatchObject({ ok: false, wireDecision: 'deny', error: { code: ErrorCodes.APPROVAL_REQUIRED } });
+    expect(readFileSync(file, 'utf8')).toBe('old key');
     expect((await backedUp(b)).size).toBe(0);
   });
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Broker, ErrorCodes, PolicyStage, type BrokerPlugin, type PathKind } from '../../src/core/index.js';
-import { ApprovalPlugin } from '../../src/plugins/approval.js';
+import { ApprovalPlugin } from '../../src/plugins/approval/index.js';
 import { SessionGrantsPlugin } from '../../src/plugins/session-grants.js';
 import { fixedPolicy, identityResolver, writeRequest } from '../helpers/bare-broker.js';
 

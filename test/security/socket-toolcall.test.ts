@@ -77,10 +77,11 @@ beforeAll(async () => {
     userHome: world.base,
     env: { ...process.env, TOOLS: world.tools },
     config: { fileSafety: { rules: [{ pattern: '*.prompt', access: ['write', 'delete'], decision: 'prompt' }] } },
-    // The person approves what is asked for the victim's command, nothing else.
+    // The person approves what is asked for the victim's command (for the session), nothing else.
     approver: (request) => {
       approvals.push(request);
-      return request.toolCallId === VICTIM;
+      if (request.toolCallId !== VICTIM) return false;
+      return request.kind === 'path' ? (request.choices.find((choice) => choice.scope === 'session') ?? false) : true;
     },
   });
   getAuditHooks(session.broker).record.tap('test', (record) => void audit.push(record));
@@ -89,7 +90,7 @@ beforeAll(async () => {
   const attackerScript = [
     'python3 "$TOOLS/client.py" cases "$TOOLS/cases.json"',
     'touch a-sent',
-    // Once the victim was approved and ran again: would the forged paths now be granted?
+    // Once the victim was approved: would the forged paths now be granted?
     waitFor('b-done'),
     'echo pwned > stolen.prompt; echo "@@late-write $?"',
     'rm -f gone.prompt; echo "@@late-delete $?"',
@@ -110,10 +111,10 @@ afterAll(async () => {
 });
 
 describe('socket: a request under another running call\'s id', () => {
-  it('both calls ran in the sandbox; the victim was asked, approved and ran again', async () => {
+  it('both calls ran in the sandbox; the victim was asked while its write waited, and approved', async () => {
     expect(victim.exitCode, victim.stderr).toBe(0);
     expect(attacker.sandboxed && victim.sandboxed).toBe(true);
-    expect(victim.approval).toMatchObject({ asked: true, approved: true, rerun: true });
+    expect(victim.approval).toMatchObject({ asked: true, approved: true, rerun: false });
     expect(await fs.readFile(ws('mine.prompt'), 'utf8')).toBe('victim\n');
   });
 
@@ -121,7 +122,7 @@ describe('socket: a request under another running call\'s id', () => {
     const asked = approvals.filter((a) => a.toolCallId === VICTIM);
     expect(asked).toHaveLength(1);
     const [question] = asked;
-    expect(question?.kind === 'paths' ? question.blocks.map((b) => b.normalisedPath) : []).toEqual([ws('mine.prompt')]);
+    expect(question?.kind === 'path' ? [question.block.normalisedPath] : []).toEqual([ws('mine.prompt')]);
   });
 
   it('nothing the attacker asked for under the forged id was granted', () => {
