@@ -7,6 +7,7 @@ import { Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { socketPeerCredentials } from '../native/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
+import { HeldWritesPlugin } from '../plugins/held-writes/index.js';
 import { standardPlugins } from '../plugins/standard.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
@@ -77,6 +78,8 @@ export async function serveCommand(
   const stop = (reason: string) => {
     stopping ??= (async () => {
       try {
+        // The last commit: no turn opens after it for what clients still hold.
+        broker.plugin<HeldWritesPlugin>(HeldWritesPlugin.PLUGIN_NAME)?.stop();
         const turn = broker.currentTurn ? await broker.commitTurn(`serve stopped (${reason})`) : undefined;
         await server.close();
         await broker.close();
