@@ -13,6 +13,7 @@ export { CommandPrebackupPlugin } from './plugins/command-prebackup/index.js';
 export { AuditPlugin, auditRefusal, getAuditHooks, type AuditRecord, type AuditHooks, type RefusalReport } from './plugins/audit.js';
 export { RequesterAccessPlugin, type RequesterAccessOptions } from './plugins/requester-access.js';
 export { ToolCallBindingPlugin, type ToolCallBindingOptions } from './plugins/tool-call-binding.js';
+export { HeldWritesPlugin, type HeldWritesOptions } from './plugins/held-writes/index.js';
 export { socketPeerCredentials } from './native/socket-fd.js';
 export {
   applyPolicyFile,

@@ -18,10 +18,12 @@
  * that lets it read and execute everywhere but write only the --writable dirs and a few
  * devices; with ABI 6 it also cannot signal processes outside it. Where Landlock is
  * missing the program runs without it, and we say so once on stderr: the library's
- * checks are then advisory. There is no supervisor: we exec the program ourselves.
+ * checks are then advisory. There is no supervisor: the launcher forks the program and
+ * stays as its child subreaper (so the program's orphans stay below it), passes on the
+ * signals sent to it, and kills what the program left when it ends.
  *
- * Exit status: the program's; 126 when the runtime cannot be set up (nothing ran);
- * 127 when the program cannot be found.
+ * Exit status: the program's (128+signal if it was killed); 126 when the runtime cannot
+ * be set up (nothing ran); 127 when the program cannot be found.
  */
 #include "preload-mode.h"
 
@@ -36,6 +38,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct preload_config {
@@ -120,6 +123,69 @@ static int prepend_preload(const char *library) {
   return rc;
 }
 
+/* The command's side of the fork: locked down, then exec'd. Never returns. */
+static void run_command(const struct preload_config *cfg, pid_t launcher, const sigset_t *mask) __attribute__((noreturn));
+static void run_command(const struct preload_config *cfg, pid_t launcher, const sigset_t *mask) {
+  char err[768];
+  sigprocmask(SIG_SETMASK, mask, NULL);
+  /* Without its launcher the command has no subreaper and no end: it goes with it. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != launcher) _exit(fail("%s", "the launcher went away during setup"));
+  int abi = cfg->no_landlock ? 0 : bsh_landlock_abi();
+  if (abi >= 1) {
+    struct bsh_landlock_spec spec = {
+        .abi = abi,
+        .writable = cfg->writable,
+        .n_writable = cfg->n_writable,
+        .devices = cfg->write_dev,
+        .n_devices = cfg->n_write_dev,
+    };
+    if (bsh_landlock_restrict(&spec, err, sizeof err) != 0) _exit(fail("%s", err));
+  } else {
+    const char *why = cfg->no_landlock ? "turned off with --no-landlock" : abi == -EOPNOTSUPP ? "disabled at boot" : strerror(-abi);
+    fprintf(stderr,
+            "%s: Landlock is not available here (%s); the preload runtime runs without it, so its checks are "
+            "advisory: a program the library does not reach can write wherever this user can\n",
+            BSH_NAME, why);
+  }
+  if (prepend_preload(cfg->library) != 0) _exit(fail("cannot set LD_PRELOAD: %s", strerror(errno)));
+  /* Only stdin, stdout and stderr go in: another inherited fd was opened outside the sandbox. */
+  if (syscall(__NR_close_range, 3, ~0U, 0) != 0) _exit(fail("cannot close inherited fds: %s", strerror(errno)));
+  execvp(cfg->argv[0], cfg->argv);
+  int saved = errno;
+  fprintf(stderr, "%s: cannot execute %s: %s\n", BSH_NAME, cfg->argv[0], strerror(saved));
+  _exit(saved == ENOENT ? 127 : 126);
+}
+
+/*
+ * The launcher's side: it waits for the command, passes on the signals a process sends
+ * it (a terminal's already reached the whole group), and when the command ends kills
+ * whatever it left, as the seccomp supervisor does. Returns the command's status.
+ */
+static int wait_command(pid_t child, const sigset_t *waited) {
+  int status = 0;
+  for (;;) {
+    siginfo_t si;
+    if (sigwaitinfo(waited, &si) < 0) continue;
+    if (si.si_signo != SIGCHLD) {
+      if (si.si_code != SI_KERNEL) kill(child, si.si_signo);
+      continue;
+    }
+    bool over = false;
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+      if (p != child) continue;
+      status = st;
+      over = true;
+    }
+    if (over) break;
+  }
+  bsh_kill_descendants(-1);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
 int bsh_preload_main(int argc, char **argv) {
   struct preload_config cfg;
   memset(&cfg, 0, sizeof cfg);
@@ -132,28 +198,28 @@ int bsh_preload_main(int argc, char **argv) {
     return fail("%s", "the broker went away during setup");
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("cannot set no_new_privs: %s", strerror(errno));
   if (bsh_caps_drop_all(err, sizeof err) != 0) return fail("%s", err);
-  int abi = cfg.no_landlock ? 0 : bsh_landlock_abi();
-  if (abi >= 1) {
-    struct bsh_landlock_spec spec = {
-        .abi = abi,
-        .writable = cfg.writable,
-        .n_writable = cfg.n_writable,
-        .devices = cfg.write_dev,
-        .n_devices = cfg.n_write_dev,
-    };
-    if (bsh_landlock_restrict(&spec, err, sizeof err) != 0) return fail("%s", err);
-  } else {
-    const char *why = cfg.no_landlock ? "turned off with --no-landlock" : abi == -EOPNOTSUPP ? "disabled at boot" : strerror(-abi);
-    fprintf(stderr,
-            "%s: Landlock is not available here (%s); the preload runtime runs without it, so its checks are "
-            "advisory: a program the library does not reach can write wherever this user can\n",
-            BSH_NAME, why);
+  /*
+   * The launcher stays, outside Landlock, as the command's child subreaper: an orphan of
+   * the command (`(cmd &)`) comes to it instead of init, so it stays below the pid the
+   * broker bound the tool call to, and it ends with the command.
+   */
+  sigset_t waited, old;
+  sigemptyset(&waited);
+  int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaddset(&waited, sigs[i]);
+  sigprocmask(SIG_BLOCK, &waited, &old);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) return fail("cannot become the command's subreaper: %s", strerror(errno));
+  pid_t launcher = getpid();
+  pid_t child = fork();
+  if (child < 0) return fail("fork: %s", strerror(errno));
+  if (child == 0) run_command(&cfg, launcher, &old);
+  /* The command's stdin and fds are its own; the launcher keeps only stderr, for its messages. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    close(null);
   }
-  if (prepend_preload(cfg.library) != 0) return fail("cannot set LD_PRELOAD: %s", strerror(errno));
-  /* Only stdin, stdout and stderr go in: another inherited fd was opened outside the sandbox. */
-  if (syscall(__NR_close_range, 3, ~0U, 0) != 0) return fail("cannot close inherited fds: %s", strerror(errno));
-  execvp(cfg.argv[0], cfg.argv);
-  int saved = errno;
-  fprintf(stderr, "%s: cannot execute %s: %s\n", BSH_NAME, cfg.argv[0], strerror(saved));
-  return saved == ENOENT ? 127 : 126;
+  syscall(__NR_close_range, 3, ~0U, 0);
+  return wait_command(child, &waited);
 }

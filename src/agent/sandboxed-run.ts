@@ -32,7 +32,7 @@ export interface SandboxedStart {
  * broker about every modifying syscall (kernelBridge) and, when its command ends or is
  * killed, kills everything the command left; killing the command's tree is therefore
  * enough to stop it all. preload: the library inside the command asks over the socket;
- * the launcher execs the command itself, so its tree is killed directly.
+ * the launcher stays as the command's subreaper and ends what it left the same way.
  */
 export function startSandboxed(start: SandboxedStart): StartedCommand {
   const { sandbox, broker, toolCallId, traceId } = start;
@@ -56,11 +56,12 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       });
       const pid = started.child.pid;
       const unbind = bindCall(broker, pid, toolCallId);
+      // As below: the launcher stays (the command's subreaper), sees it die and kills the rest.
       return {
         child: started.child,
         exit: launcherExit(started.exit).finally(unbind),
-        killTree: () => void (pid !== undefined && killTree(pid, { includeRoot: true })),
-        signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal, { includeRoot: true })),
+        killTree: () => void (pid !== undefined && killTree(pid)),
+        signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal)),
       };
     }
     const started = spawnSandboxed({

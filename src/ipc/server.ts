@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCodes, errnoOf, type Broker, type Logger, type Peer } from '../core/index.js';
 import { native, socketFd } from '../native/index.js';
 import { auditRefusal } from '../plugins/audit.js';
+import { AnswerFlow } from './answer-flow.js';
 import { formatJsonAnswer, parseJsonRequest, type JsonAnswer } from './json-protocol.js';
 import { LineSplitter } from './line-splitter.js';
 import { prepareSocketPath } from './socket-dir.js';
@@ -22,6 +23,18 @@ export interface BrokerServerOptions {
   idleTimeoutMs?: number;
   /** Lines waiting for their answer on one connection before it is considered a flood. */
   maxQueuedLines?: number;
+  /**
+   * Bytes of lines waiting for their answer on one connection past which it is not read
+   * from until they are answered (the client's writes then wait in the kernel).
+   */
+  maxQueuedBytes?: number;
+  /**
+   * Bytes of answers waiting for a client to read them past which its connection is not
+   * read from, and answers no more, until it reads (see AnswerFlow).
+   */
+  maxUnsentBytes?: number;
+  /** How long a connection may keep its answers over `maxUnsentBytes` before it is dropped. */
+  unreadGraceMs?: number;
   maxConnections?: number;
   /** Who is at the other end (SO_PEERCRED); absent means unknown. */
   peerCredentials?: (socket: net.Socket) => Peer | undefined;
@@ -44,6 +57,13 @@ const DEFAULTS = {
   partialLineTimeoutMs: 10_000,
   idleTimeoutMs: 10 * 60_000,
   maxQueuedLines: 1024,
+  maxQueuedBytes: 1024 * 1024,
+  // Four times Node's own high-water mark: a client reading its answers at its own pace
+  // never reaches it, and 512 connections stalled at once hold 32 MiB at most.
+  maxUnsentBytes: 64 * 1024,
+  // A stalled connection costs its bound and a connection slot, nothing else: long enough
+  // for a client that is busy, swapped out or briefly stopped, far shorter than idleTimeoutMs.
+  unreadGraceMs: 30_000,
   maxConnections: 512,
 };
 
@@ -66,6 +86,8 @@ export class BrokerServer {
   readonly #log: Logger;
   readonly #server: net.Server;
   readonly #sockets = new Set<net.Socket>();
+  /** What each open connection holds: its answers not yet sent, the bytes of its lines not yet answered. */
+  readonly #held = new Map<net.Socket, { flow: AnswerFlow; queuedBytes: number }>();
 
   constructor(options: BrokerServerOptions) {
     this.#options = { ...DEFAULTS, ...options };
@@ -94,6 +116,21 @@ export class BrokerServer {
     this.#log.info({ phase: 'ipc', socketPath: this.#options.socketPath }, 'listening');
   }
 
+  /**
+   * What the open connections hold in the broker's memory: answers Node has not handed
+   * to the kernel yet, lines read but not answered yet, and how many connections stopped
+   * answering because their client does not read. Each connection keeps its own bounded.
+   */
+  get buffered(): { connections: number; unsentBytes: number; queuedBytes: number; stalled: number } {
+    const total = { connections: this.#sockets.size, unsentBytes: 0, queuedBytes: 0, stalled: 0 };
+    for (const { flow, queuedBytes } of this.#held.values()) {
+      total.unsentBytes += flow.unsentBytes;
+      total.queuedBytes += queuedBytes;
+      if (flow.stalled) total.stalled += 1;
+    }
+    return total;
+  }
+
   /** Let the process exit when nothing but this server is left to keep it alive. */
   unref(): this {
     this.#server.unref();
@@ -118,6 +155,18 @@ export class BrokerServer {
     const log = this.#log.child({ peer });
     log.debug({ phase: 'ipc' }, 'client connected');
     const splitter = new LineSplitter(this.#options.maxLineBytes);
+    const flow = new AnswerFlow(socket, {
+      maxUnsentBytes: this.#options.maxUnsentBytes,
+      graceMs: this.#options.unreadGraceMs,
+      onDrop: (unsentBytes) => {
+        log.warn({ phase: 'ipc', unsentBytes }, 'the client does not read its answers; dropping it');
+        const reason = `more than ${this.#options.maxUnsentBytes} bytes of answers unread for ${this.#options.unreadGraceMs} ms; connection closed`;
+        this.#audit(peer, 'socket', 'unread-answers', ErrorCodes.BAD_REQUEST, reason);
+      },
+    });
+    const held = { flow, queuedBytes: 0 };
+    this.#held.set(socket, held);
+    socket.once('close', () => this.#held.delete(socket));
     let queue: Promise<void> = Promise.resolve();
     let queued = 0;
     // Settles once everything written so far has left Node; `closed` in case it never will.
@@ -125,7 +174,7 @@ export class BrokerServer {
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     const send = (line: string | Buffer) => {
       if (socket.destroyed) return;
-      flushed = new Promise<void>((resolve) => socket.write(typeof line === 'string' ? `${line}\n` : line, () => resolve()));
+      flushed = new Promise<void>((resolve) => flow.write(typeof line === 'string' ? `${line}\n` : line, resolve));
     };
     const sendFd = (answer: FdAnswer) => this.#passFd(socket, answer, () => Promise.race([flushed, closed]), send, log);
     // Half-closing is not enough: a client that neither reads nor closes would keep the
@@ -191,18 +240,27 @@ export class BrokerServer {
           socket.destroy();
           return;
         }
+        held.queuedBytes += line.length;
         queue = queue.then(async () => {
-          const answer = await this.#answer(line, peer, log);
+          // Nothing is answered while the client leaves earlier answers unread, and nothing
+          // is done for a connection that is gone: its client never learns the outcome.
+          await flow.ready();
+          if (!socket.destroyed) {
+            const answer = await this.#answer(line, peer, log);
+            if (typeof answer === 'string') send(answer);
+            else await sendFd(answer);
+          }
           queued -= 1;
-          if (typeof answer === 'string') send(answer);
-          else await sendFd(answer);
+          held.queuedBytes -= line.length;
+          if (held.queuedBytes <= this.#options.maxQueuedBytes) flow.resume('queued-lines');
         });
       }
+      if (held.queuedBytes > this.#options.maxQueuedBytes) flow.pause('queued-lines');
       if (splitter.overflowed) {
         log.warn({ phase: 'ipc', maxLineBytes: this.#options.maxLineBytes }, 'line too long; closing');
         this.#audit(peer, 'socket', 'malformed', ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes; connection closed`);
         closing = true;
-        socket.pause();
+        flow.pause('closing');
         queue = queue.then(() => {
           send(JSON.stringify(errorAnswer(ErrorCodes.LINE_TOO_LONG, `line longer than ${this.#options.maxLineBytes} bytes`)));
           closeAfterAnswer();

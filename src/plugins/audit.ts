@@ -3,6 +3,9 @@ import { z } from 'zod';
 import { Stage, type Broker, type BrokerPlugin, type Outcome, type RequestContext, type RequestTarget } from '../core/index.js';
 import { isHookMap } from '../core/intercept.js';
 import { parseOptions } from './options.js';
+import { RefusalBucket, refusalBudgetSchema, type Counted } from './refusal-budget.js';
+
+export { refusalBudgetSchema, type RefusalBudgetOptions } from './refusal-budget.js';
 
 /**
  * One record per request: what was asked, what was decided, how long it took. A
@@ -31,6 +34,8 @@ export interface AuditRecord {
   syscall?: { name: string; nr: number; pid: number; tid: number };
   /** For a socket line refused before it became a request: the command it named, if any. */
   command?: string;
+  /** For the record that stands for refusals counted but not recorded one by one (see RefusalBudget). */
+  suppressed?: { count: number; since: string; operations: Record<string, number>; peers: number[] };
 }
 
 export interface AuditHooks {
@@ -42,6 +47,28 @@ const auditHooks = new WeakMap<Broker, AuditHooks>();
 /** Whether the broker's AuditPlugin logs records (set when it is applied). */
 const auditLogging = new WeakMap<Broker, boolean>();
 const refusalCount = new WeakMap<Broker, number>();
+
+const refusalBuckets = new WeakMap<Broker, Map<string, RefusalBucket>>();
+const refusalBudgets = new WeakMap<Broker, z.infer<typeof refusalBudgetSchema>>();
+
+function bucketFor(broker: Broker, source: string): RefusalBucket {
+  let buckets = refusalBuckets.get(broker);
+  if (!buckets) {
+    buckets = new Map();
+    refusalBuckets.set(broker, buckets);
+  }
+  let bucket = buckets.get(source);
+  if (!bucket) {
+    bucket = new RefusalBucket(refusalBudgets.get(broker) ?? refusalBudgetSchema.parse({}), (counted) => recordCounted(broker, counted));
+    buckets.set(source, bucket);
+  }
+  return bucket;
+}
+
+/** Records the refusals counted, kept only in the summary, at once (the broker is closing). */
+function settleRefusals(broker: Broker): void {
+  for (const bucket of refusalBuckets.get(broker)?.values() ?? []) bucket.settle();
+}
 
 /** The error code of a refusal the sandbox decided without asking the policy. */
 export const SANDBOX_REFUSED = 'BSH_SANDBOX_REFUSED';
@@ -82,12 +109,10 @@ export interface RefusalReport {
  * request's (`getAuditHooks(broker).record`), and the same log line (`phase: 'audit'`)
  * when the broker's AuditPlugin logs.
  */
-export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord {
-  const sequence = (refusalCount.get(broker) ?? 0) + 1;
-  refusalCount.set(broker, sequence);
+export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord | undefined {
+  if (!bucketFor(broker, report.origin === 'kernel' ? 'kernel' : 'socket').take(report)) return undefined;
   const record: AuditRecord = {
-    // `k` for the kernel sandbox's refusals (as before), `s` for the socket's and others.
-    requestId: `${report.origin === 'kernel' ? 'k' : 's'}${sequence}`,
+    requestId: refusalId(broker, report.origin),
     sessionId: broker.sessionId,
     origin: report.origin,
     operation: report.operation ?? 'syscall',
@@ -105,12 +130,44 @@ export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord
   if (report.toolCallId) record.toolCallId = report.toolCallId;
   if (report.traceId) record.traceId = report.traceId;
   if (report.peer) record.peer = report.peer;
+  deliver(broker, record, `${report.syscall?.name ?? report.command ?? record.operation} ${record.verdict}`, report);
+  return record;
+}
+
+/** `k` and a number for the kernel sandbox's refusals, `s` and a number for the socket's and others. */
+function refusalId(broker: Broker, origin: string): string {
+  const sequence = (refusalCount.get(broker) ?? 0) + 1;
+  refusalCount.set(broker, sequence);
+  return `${origin === 'kernel' ? 'k' : 's'}${sequence}`;
+}
+
+function deliver(broker: Broker, record: AuditRecord, message: string, ids: { toolCallId?: string | undefined; traceId?: string | undefined } = {}): void {
   if (auditLogging.get(broker) === true) {
-    const log = broker.log.child({ requestId: record.requestId, toolCallId: report.toolCallId, traceId: report.traceId });
-    log.warn({ phase: 'audit', audit: record }, `${report.syscall?.name ?? report.command ?? record.operation} ${record.verdict}`);
+    const log = broker.log.child({ requestId: record.requestId, toolCallId: ids.toolCallId, traceId: ids.traceId });
+    log.warn({ phase: 'audit', audit: record }, message);
   }
   getAuditHooks(broker).record.call(record);
-  return record;
+}
+
+/** The one record for refusals that were only counted. */
+function recordCounted(broker: Broker, counted: Counted): void {
+  const reason = `${counted.count} more refusals since ${counted.since}, over the audit's budget, are counted here instead of recorded one by one`;
+  const record: AuditRecord = {
+    requestId: refusalId(broker, counted.origin),
+    sessionId: broker.sessionId,
+    origin: counted.origin,
+    operation: 'suppressed',
+    paths: [],
+    verdict: 'deny',
+    decision: 'deny',
+    decidedBy: counted.decidedBy,
+    reason,
+    ok: false,
+    error: { code: SANDBOX_REFUSED, message: reason },
+    durationMs: 0,
+    suppressed: { count: counted.count, since: counted.since, operations: counted.operations, peers: [...counted.peers] },
+  };
+  deliver(broker, record, `${counted.count} refusals counted`);
 }
 
 /** The audit hooks of a broker; created on first use so sinks may register before or after. */
@@ -143,6 +200,8 @@ export const auditOptionsSchema = z.strictObject({
   log: z.boolean().default(true),
   /** Time every tap of every request hook (costs a little per request). */
   traceTaps: z.boolean().default(false),
+  /** How many refusals (of the kernel sandbox, of the socket) are recorded one by one. */
+  refusals: refusalBudgetSchema.prefault({}),
 });
 export type AuditOptions = z.input<typeof auditOptionsSchema>;
 
@@ -170,6 +229,8 @@ export class AuditPlugin implements BrokerPlugin {
   apply(broker: Broker): void {
     const hooks = getAuditHooks(broker);
     auditLogging.set(broker, this.#options.log);
+    refusalBudgets.set(broker, this.#options.refusals);
+    broker.hooks.close.tap(this.name, () => settleRefusals(broker));
     if (this.#options.traceTaps) this.#traceTaps(broker);
     broker.hooks.requestDone.tap({ name: this.name, stage: Stage.LAST }, (outcome, context) => {
       const level = outcome.ok ? 'info' : 'warn';

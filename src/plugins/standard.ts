@@ -6,6 +6,7 @@ import { CommandPrebackupPlugin } from './command-prebackup/index.js';
 import { FdGrantPlugin } from './fd-grant.js';
 import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
 import { GitPlanNoticePlugin } from './git-plan-notice/index.js';
+import { HeldWritesPlugin } from './held-writes/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
@@ -74,6 +75,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     new FdGrantPlugin(),
     new SandboxTokenPlugin(),
     new CommandPrebackupPlugin(),
+    // A file still held for writing when a turn commits is backed up into the next one.
+    new HeldWritesPlugin(),
     // A stopped rebase, am, cherry-pick or revert the turn left for --continue: said at the commit.
     new GitPlanNoticePlugin({ roots: options.writableRoots }),
     new AuditPlugin(options.audit),

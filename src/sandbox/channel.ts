@@ -3,6 +3,7 @@ import {
   decodeRequest,
   encodeAnswer,
   normalizeAnswer,
+  PERFORMED_OP,
   requestReader,
   type KernelAnswer,
   type KernelRefusal,
@@ -10,6 +11,19 @@ import {
 } from './protocol.js';
 
 const EACCES = 13;
+
+/**
+ * What the channel holds for a supervisor that does not read its answers (the real one
+ * has one request out at a time, so this never binds it): past MAX_UNSENT_BYTES of
+ * answers Node has not handed to the kernel, no further request is handed to the broker
+ * until they leave; at most MAX_IN_FLIGHT requests are decided at once; past
+ * MAX_WAITING_BYTES of requests read and not handed over, the socket is not read.
+ */
+const MAX_UNSENT_BYTES = 64 * 1024;
+const MAX_IN_FLIGHT = 16;
+const MAX_WAITING_BYTES = 1024 * 1024;
+/** Offset of the op in a frame body (PROTOCOL.md). */
+const OP_OFFSET = 4;
 
 /**
  * Decides one request. `over` settles once the supervisor is done with the request:
@@ -32,6 +46,8 @@ export interface KernelChannel {
   /** Ends the channel; the supervisor then fails closed (kills the command, exit 125). */
   close(): void;
   readonly closed: boolean;
+  /** What the channel holds: answers not yet handed to the kernel, requests read and not yet handed to the broker. */
+  readonly buffered: { unsentBytes: number; waitingBytes: number; inFlight: number };
 }
 
 /**
@@ -112,10 +128,39 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
     if (answer.errno !== 0 || closed || socket.destroyed) end();
   };
 
+  const waiting: Buffer[] = [];
+  let waitingBytes = 0;
+  let inFlight = 0;
+  /** Hands the broker what waits, as far as the bounds allow, and reads on only while little waits. */
+  const pump = () => {
+    while (waiting.length > 0 && !closed && inFlight < MAX_IN_FLIGHT && socket.writableLength <= MAX_UNSENT_BYTES) {
+      const body = waiting.shift() as Buffer;
+      waitingBytes -= body.length;
+      inFlight += 1;
+      void handle(body).finally(() => {
+        inFlight -= 1;
+        pump();
+      });
+    }
+    if (closed) return;
+    if (waitingBytes > MAX_WAITING_BYTES) socket.pause();
+    else socket.resume();
+  };
+  socket.on('drain', pump);
+
   socket.on('data', (chunk: Buffer) => {
     if (closed) return;
     const { frames, error } = reader.push(chunk);
-    for (const body of frames) void handle(body);
+    for (const body of frames) {
+      // A performed notice releases what waits on its request (perhaps a request in flight): never held back.
+      if (body.length > OP_OFFSET + 1 && body.readUInt16LE(OP_OFFSET) === PERFORMED_OP) {
+        void handle(body);
+        continue;
+      }
+      waiting.push(body);
+      waitingBytes += body.length;
+    }
+    pump();
     if (error !== undefined) {
       report(error);
       close();
@@ -135,6 +180,9 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
     close,
     get closed() {
       return closed;
+    },
+    get buffered() {
+      return { unsentBytes: socket.writableLength, waitingBytes, inFlight };
     },
   };
 }

@@ -11,7 +11,9 @@ import type { SandboxExit, SandboxStdio } from './spawn.js';
  * reference's eager per-call IPC model for side-by-side benchmarks. The launcher
  * (`brokered-sandbox --mode preload`) drops capabilities, applies Landlock where the
  * kernel has it (read everywhere, write only the writable dirs and a few devices) and
- * execs the command with the brokered-preload library first in LD_PRELOAD. The library
+ * starts the command with the brokered-preload library first in LD_PRELOAD, staying as
+ * its child subreaper: the command's orphans stay below it, and whatever the command
+ * left running is killed when it ends (as under the seccomp supervisor). The library
  * asks the broker over `BROKERED_SHELL_SOCKET` before every modifying libc call of a
  * dynamically linked program (see native/preload/preload.h).
  */
@@ -79,7 +81,7 @@ export interface SpawnPreloadedOptions {
 }
 
 export interface PreloadedProcess {
-  /** The command itself (the launcher execs it). */
+  /** The launcher: it passes the signals it gets on to the command and exits with its status. */
   child: ChildProcess;
   exit: Promise<SandboxExit>;
 }
