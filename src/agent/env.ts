@@ -1,12 +1,6 @@
-/** The variables a command (and the shims and libraries inside it) finds the broker by. */
-export const BROKER_ENV = {
-  socket: 'BROKERED_SHELL_SOCKET',
-  sessionId: 'BROKERED_SHELL_SESSION_ID',
-  toolCallId: 'BROKERED_SHELL_TOOL_CALL_ID',
-  traceId: 'BROKERED_SHELL_TRACE_ID',
-  /** Set by the preload runtime only: `preload`. */
-  runtime: 'BROKERED_SHELL_RUNTIME',
-} as const;
+import { BROKER_ENV } from '../requests/broker-env.js';
+
+export { BROKER_ENV };
 
 /** The session's environment with a call's additions (an `undefined` value removes a variable). */
 export function mergeEnv(base: NodeJS.ProcessEnv, extra: NodeJS.ProcessEnv | undefined): NodeJS.ProcessEnv {

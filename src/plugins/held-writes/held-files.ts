@@ -1,5 +1,5 @@
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { BROKER_ENV } from '../../agent/env.js';
+import { BROKER_ENV } from '../../requests/broker-env.js';
 
 /** A file a process of the session can still write: through a descriptor, or a shared writable mapping. */
 export interface HeldFile {
