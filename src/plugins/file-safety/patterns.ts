@@ -1,6 +1,6 @@
 import path from 'node:path';
-import picomatch from 'picomatch';
 import type { ResolvedTarget } from '../../core/index.js';
+import { compileGlob, escapeGlob } from './glob.js';
 
 /** What policy needs of a target: how it is used and every form of its path. */
 export type PolicyTarget = Pick<ResolvedTarget, 'access' | 'lexical' | 'resolved' | 'ruleForm' | 'links'> & {
@@ -13,44 +13,13 @@ export type PathMatcher = (p: string) => boolean;
 
 /**
  * Compile a rule pattern. `/…` is absolute, `~`/`~/…` is expanded with every form of
- * home, anything else matches at any depth. Negation is off: `!x` must never turn a
- * rule into "everything except x".
+ * home, anything else matches at any depth. There is no negation: `!x` must never turn a
+ * rule into "everything except x". Matching takes time linear in the path's length
+ * (glob.ts); a pattern it cannot read throws GlobSyntaxError.
  */
 export function compilePattern(pattern: string, homes: readonly string[]): PathMatcher {
-  const globs = globsFor(pattern, homes).map((glob) => ({ needs: literalRuns(glob), matches: picomatch(glob, { dot: true, nonegate: true }) }));
-  return (p) => {
-    let candidates: string[] | undefined;
-    for (const { needs, matches } of globs) {
-      // Most paths lack a glob's literal text: then no ancestor can match, and no regex runs.
-      if (!needs.every((text) => p.includes(text))) continue;
-      candidates ??= ancestorsOf(p);
-      if (candidates.some((candidate) => matches(candidate))) return true;
-    }
-    return false;
-  };
-}
-
-/** A component picomatch matches only by itself: no wildcard, class, brace, extglob, escape, `.` or `..`. */
-const LITERAL_COMPONENT = /^(?!\.\.?$)[\w.~-]+$/;
-
-/**
- * The texts every match of `glob` contains: its runs of literal components, joined by
- * `/`. The candidates tested are the path and its ancestors, all prefixes of the path,
- * so a path without one of these texts cannot match, and skipping it changes no answer.
- */
-export function literalRuns(glob: string): string[] {
-  const runs: string[] = [];
-  let run: string[] = [];
-  for (const component of glob.split('/')) {
-    if (LITERAL_COMPONENT.test(component)) {
-      run.push(component);
-      continue;
-    }
-    if (run.length > 0) runs.push(run.join('/'));
-    run = [];
-  }
-  if (run.length > 0) runs.push(run.join('/'));
-  return runs;
+  const globs = globsFor(pattern, homes).map(compileGlob);
+  return (p) => globs.some((glob) => glob.matchesWithin(p));
 }
 
 /** The globs a pattern stands for, tested against the path and each directory above it. */
@@ -64,26 +33,8 @@ export function globsFor(pattern: string, homes: readonly string[]): string[] {
   return [relative.startsWith('**/') ? relative : `**/${relative}`];
 }
 
-/** A literal path inside a glob: its own `*`, `[` … must not act as wildcards. */
-function escapeGlob(literal: string): string {
-  return literal.replace(/[*?[\]{}()!+@\\]/g, '\\$&');
-}
-
 function stripTrailingSlashes(value: string): string {
   return value.length > 1 ? value.replace(/\/+$/, '') || '/' : value;
-}
-
-/** The path itself, then each directory above it, up to `/`. */
-export function ancestorsOf(p: string): string[] {
-  const out = [p];
-  let current = p;
-  while (current.includes('/') && current !== '/') {
-    const parent = path.posix.dirname(current);
-    if (parent === current) break;
-    out.push(parent);
-    current = parent;
-  }
-  return out;
 }
 
 /** `p` is `base` or beneath it, at a component boundary (`/root2` is not in `/root`). */
