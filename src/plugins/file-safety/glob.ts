@@ -399,9 +399,12 @@ export function compileGlob(glob: string): CompiledGlob {
   return { matches: (p) => test(p, false), matchesWithin: (p) => test(p, true) };
 }
 
-/** A literal path inside a glob: every character another reader could take for syntax is escaped. */
+/**
+ * A literal path inside a glob: every character a reader could take for syntax is
+ * escaped, and control characters too (a rule refuses them unescaped: patternProblem).
+ */
 export function escapeGlob(literal: string): string {
-  return literal.replace(/[*?[\]{}()!+@\\|",]/g, '\\$&');
+  return literal.replace(/[*?[\]{}()!+@\\|"\x01-\x1f\x7f]/g, '\\$&');
 }
 
 /** The literal directory a glob starts with (`/a/b` of `/a/b/*.txt`), unescaped; empty when its first component has a wildcard. */

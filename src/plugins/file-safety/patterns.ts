@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { ResolvedTarget } from '../../core/index.js';
-import { compileGlob, escapeGlob } from './glob.js';
+import { GlobSyntaxError, compileGlob, escapeGlob, globAlternatives, literalText } from './glob.js';
 
 /** What policy needs of a target: how it is used and every form of its path. */
 export type PolicyTarget = Pick<ResolvedTarget, 'access' | 'lexical' | 'resolved' | 'ruleForm' | 'links'> & {
@@ -82,4 +82,52 @@ export function formsOf(target: PolicyTarget, homes: readonly string[]): TargetF
 
 export function unique<T>(values: readonly T[]): T[] {
   return [...new Set(values)];
+}
+
+/** The longest name a Linux file system gives a file, in bytes. */
+const NAME_MAX = 255;
+
+/**
+ * Why a rule's pattern is refused, or undefined: syntax the matcher does not read
+ * (glob.ts), or a pattern no path can match. Rules are matched against absolute,
+ * normalised paths, so a pattern with a `.` or `..` component, an empty one (`a//b`), a
+ * name longer than any file's, or a control character (a newline left at the end, say)
+ * names nothing, and accepting it would leave a person believing a path is guarded.
+ */
+export function patternProblem(pattern: string): string | undefined {
+  const shown = JSON.stringify(pattern.length > 100 ? `${pattern.slice(0, 100)}…` : pattern);
+  const control = unescapedControl(pattern);
+  if (control !== undefined) {
+    const code = `U+${control.toString(16).toUpperCase().padStart(4, '0')}`;
+    return `${shown} can never match: it holds the control character ${code}${control === 0x0a ? ' (a newline)' : ''}, which no path a rule is meant for has (match it with ?, or escape it with \\ to mean it)`;
+  }
+  let alternatives: ReturnType<typeof globAlternatives>;
+  try {
+    alternatives = globsFor(pattern, ['/home']).flatMap(globAlternatives);
+  } catch (error) {
+    if (error instanceof GlobSyntaxError) return `${shown} is not a pattern rules can use: ${error.message}`;
+    throw error;
+  }
+  const some = alternatives.length > 1 ? 'one of its brace alternatives has' : 'it has';
+  for (const components of alternatives) {
+    // `/` is the root's own glob: its second component is the empty name after the slash.
+    if (components.length === 2 && components.every((component) => component.length === 0)) continue;
+    for (const [index, component] of components.entries()) {
+      if (index > 0 && component.length === 0) return `${shown} can never match: ${some} an empty component (//), which no path has`;
+      const text = literalText(component);
+      if (text === '.' || text === '..') return `${shown} can never match: ${some} a ${JSON.stringify(text)} component, and the paths rules are matched against are normalised (they never hold one)`;
+      if (text !== undefined && Buffer.byteLength(text) > NAME_MAX) return `${shown} can never match: ${some} a component of ${Buffer.byteLength(text)} bytes, and no file name is longer than ${NAME_MAX}`;
+    }
+  }
+  return undefined;
+}
+
+/** The first control character (C0 or DEL, NUL aside: refused on its own) not escaped with `\`. */
+function unescapedControl(pattern: string): number | undefined {
+  for (let i = 0; i < pattern.length; i += 1) {
+    const code = pattern.charCodeAt(i);
+    if (code === 0x5c) i += 1;
+    else if ((code > 0 && code < 0x20) || code === 0x7f) return code;
+  }
+  return undefined;
 }
