@@ -85,7 +85,8 @@ beforeAll(async () => {
   ];
   for (const file of files) {
     await fs.mkdir(path.dirname(at(file)), { recursive: true });
-    await fs.writeFile(at(file), file);
+    // A config git cannot read would make its repository's every file ask (file-safety-git-config.test.ts).
+    await fs.writeFile(at(file), file.endsWith('/config') ? '[core]\n\tbare = false\n' : file);
   }
   await fs.mkdir(at('outside/dir'), { recursive: true });
   await fs.mkdir(at('home/.config/fish'), { recursive: true });

@@ -151,6 +151,8 @@ export interface ProtectionInputs {
   readonly homes: readonly string[];
   /** Every form of each protected path (as given, real path). */
   readonly protectedPaths: readonly string[];
+  /** What the git config of the repositories in the roots names (git-config-watch.ts). */
+  readonly gitConfig?: Protection;
 }
 
 /** The built-in protections. No option removes them. */
@@ -162,6 +164,7 @@ export function buildProtections(inputs: ProtectionInputs): Protection[] {
     literal('git-global-config', 'prompt', "git's global configuration", underHome(GLOBAL_GIT_CONFIG)),
     anyDepth('git-hooks-config', 'a git hook or git configuration', GIT_PROTECTED_PATTERNS),
     workspaceCode(),
+    ...(inputs.gitConfig ? [inputs.gitConfig] : []),
     gitDirectoryHead(),
     gitDirectoryFiles(),
   ];
