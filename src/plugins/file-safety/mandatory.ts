@@ -107,41 +107,77 @@ function anyDepth(id: string, reason: string, patterns: readonly string[]): Prot
 
 /** The places in home code is taken from (HOME_CODE_PATHS), each with why; `*` entries are globs. */
 function homeCode(homes: readonly string[]): Protection {
-  const entries = Object.entries(HOME_CODE_PATHS).map(([name, why]) => {
-    const anchors = unique(homes.map((home) => path.posix.join(home, name)));
-    const glob = name.includes('*') ? compilePattern(`~/${name}`, homes) : undefined;
-    return { anchors: glob ? [] : anchors, glob, why: `${path.posix.join('~', name)}: ${why}` };
-  });
-  const entryFor = (form: string) => entries.find(({ anchors, glob }) => glob?.(form) ?? anchors.some((anchor) => isWithin(form, anchor)));
+  // Looked up by the path and each folder above it, not compared one by one: there are hundreds.
+  const anchors = new Map<string, string>();
+  const globs: Array<{ matches: (form: string) => boolean; why: string }> = [];
+  for (const [name, why] of Object.entries(HOME_CODE_PATHS)) {
+    const shown = `${path.posix.join('~', name)}: ${why}`;
+    if (name.includes('*')) globs.push({ matches: compilePattern(`~/${name}`, homes), why: shown });
+    else for (const home of homes) anchors.set(path.posix.join(home, name), shown);
+  }
+  const above = new Set([...anchors.keys()].flatMap((anchor) => ancestorsOf(anchor)));
+  const whyFor = (form: string) => withinAnchor(form, anchors) ?? globs.find(({ matches }) => matches(form))?.why;
   return {
     id: 'home-code',
     verdict: 'prompt',
     reason: "a file the person's shell, PATH, desktop or tools take code from",
-    covers: (form) => entryFor(form) !== undefined,
-    holds: (form) => entries.some(({ anchors }) => anchors.some((anchor) => isBeneath(anchor, form))),
-    samples: () => entries.flatMap(({ anchors }) => anchors),
+    covers: (form) => whyFor(form) !== undefined,
+    holds: (form) => above.has(form),
+    samples: () => [...anchors.keys()],
     reasonFor: (form) => {
-      const entry = entryFor(form);
-      return entry && `a place the person's tools take code from (${entry.why})`;
+      const why = whyFor(form);
+      return why && `a place the person's tools take code from (${why})`;
     },
   };
 }
 
+/** What `anchors` says of `form` or the nearest folder above it that it names. */
+export function withinAnchor(form: string, anchors: ReadonlyMap<string, string>): string | undefined {
+  if (!form.startsWith('/')) return undefined;
+  for (let end = form.length; end > 0; end = form.lastIndexOf('/', end - 1)) {
+    const why = anchors.get(end === form.length ? form : form.slice(0, end));
+    if (why !== undefined) return why;
+  }
+  return anchors.get('/');
+}
+
+/** The folders strictly above an absolute path, up to `/`. */
+function ancestorsOf(p: string): string[] {
+  const out: string[] = [];
+  for (let end = p.lastIndexOf('/'); end >= 0; end = p.lastIndexOf('/', end - 1)) {
+    out.push(end === 0 ? '/' : p.slice(0, end));
+    if (end === 0) break;
+  }
+  return out;
+}
+
 /** Project files tools obey or run (WORKSPACE_CODE_PATTERNS), at any depth, each with why. */
 function workspaceCode(): Protection {
-  const entries = Object.entries(WORKSPACE_CODE_PATTERNS).map(([pattern, why]) => ({ matches: compilePattern(pattern, []), why: `${pattern}: ${why}` }));
-  const entryFor = (form: string) => entries.find(({ matches }) => matches(form));
+  // A plain name matches when any component of the path is that name: one lookup per component.
+  const names = new Map<string, string>();
+  const globs: Array<{ matches: (form: string) => boolean; why: string }> = [];
+  for (const [pattern, why] of Object.entries(WORKSPACE_CODE_PATTERNS)) {
+    if (/^[\w.-]+$/.test(pattern)) names.set(pattern, `${pattern}: ${why}`);
+    else globs.push({ matches: compilePattern(pattern, []), why: `${pattern}: ${why}` });
+  }
+  const whyFor = (form: string) => {
+    for (const name of form.split('/')) {
+      const why = names.get(name);
+      if (why !== undefined) return why;
+    }
+    return globs.find(({ matches }) => matches(form))?.why;
+  };
   return {
     id: 'workspace-code',
     verdict: 'prompt',
     reason: 'a project file an editor, agent or tool obeys or runs when the person opens, enters or commits in its folder',
-    covers: (form) => entryFor(form) !== undefined,
+    covers: (form) => whyFor(form) !== undefined,
     // Its names are found in what a whole-directory operation takes along (tree.ts).
     holds: () => false,
     samples: (bases) => bases.flatMap((base) => [`${base}/.mcp.json`, `${base}/.vscode/tasks.json`, `${base}/.claude/settings.json`]),
     reasonFor: (form) => {
-      const entry = entryFor(form);
-      return entry && `a project file tools obey or run (${entry.why})`;
+      const why = whyFor(form);
+      return why && `a project file tools obey or run (${why})`;
     },
   };
 }
