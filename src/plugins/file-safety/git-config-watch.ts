@@ -27,8 +27,12 @@ const MAX_REPOSITORIES = 512;
 const MAX_CONFIG_BYTES = 1024 * 1024;
 /** Folders remembered as in (or in no) repository between looks; the memory is dropped past it. */
 const MAX_REMEMBERED_FOLDERS = 50_000;
-/** Names whose change can change what git reads as config or where its git directories are. */
-const LAYOUT_NAMES: ReadonlySet<string> = new Set(['.git', 'config', 'config.worktree', 'commondir', 'gitdir', 'HEAD', 'modules', 'worktrees']);
+/**
+ * Besides the config files read and the folders above them, names whose change moves
+ * where git finds a repository or its config: a `.git`, a `commondir`, a worktree's
+ * `gitdir`. A commit (objects, refs, the index) touches none, so it costs no looks.
+ */
+const LAYOUT_NAMES: ReadonlySet<string> = new Set(['.git', 'commondir', 'gitdir']);
 const SYSTEM_CONFIG = '/etc/gitconfig';
 
 interface Place {
@@ -77,7 +81,7 @@ export class GitConfigWatch {
   /** After an allowed change: if it touched config or a git directory's layout, look again from the next request on. */
   noteChange(changed: string): void {
     if (this.#watching) return;
-    if (LAYOUT_NAMES.has(path.posix.basename(changed)) || changed.includes('/.git/') || this.#identities.has(changed) || this.#ancestors.has(changed)) {
+    if (LAYOUT_NAMES.has(path.posix.basename(changed)) || this.#identities.has(changed) || this.#ancestors.has(changed)) {
       this.#watching = true;
       this.#enclosing.clear();
     }
@@ -182,7 +186,7 @@ export class GitConfigWatch {
     }
   }
 
-  /** Read every followed repository's config again (unchanged files from the last read) and protect what it names. */
+  /** Read every followed repository's config again (each file once, shared ones too) and protect what it names. */
   #rebuild(): void {
     const cache = new Map<string, ParsedGitConfig | 'missing'>();
     const identities = new Map<string, string>();
@@ -253,7 +257,7 @@ function identityOf(file: string): string {
 function readConfig(file: string): ParsedGitConfig | 'missing' {
   let fd: number;
   try {
-    // Never blocks on a FIFO, as git would not read one either.
+    // Opening a FIFO must not hang the broker: it is refused below, as anything but a regular file.
     fd = openSync(file, C.O_RDONLY | C.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
