@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { escapeGlob } from '../plugins/file-safety/glob.js';
 import { fileSafetyRuleSchema, type FileSafetyRule } from '../plugins/file-safety/options.js';
 import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
 
@@ -88,12 +89,7 @@ export const projectConfigSchema = z
   .meta({ title: 'brokered-shell project configuration', description: `${PROJECT_CONFIG_FILE}: may only narrow the home configuration` });
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;
 
-/** A literal path inside a glob: its own `*`, `[` … must not act as wildcards (as file-safety escapes home). */
-export function escapeGlob(literal: string): string {
-  return literal.replace(/[*?[\]{}()!+@\\]/g, '\\$&');
-}
-
-/** The glob prefix of a workspace form: `/` becomes the empty string so `${prefix}/x` stays `/x`. */
+/** The glob prefix of a workspace form (escaped as file-safety's matcher reads it): `/` becomes the empty string so `${prefix}/x` stays `/x`. */
 const prefixOf = (workspace: string) => (workspace === '/' ? '' : escapeGlob(workspace));
 
 /** One line per problem, in the `key: message` form of `issueLines`. */
@@ -121,10 +117,6 @@ export function confineProjectRules(
     }
     const where = `fileSafety.rules.${index}.pattern`;
     const pattern = rule.pattern;
-    if (pattern.split('/').includes('..')) {
-      problems.push(`${where}: refused: a project's prompt rule may not contain '..' (it names paths inside the workspace)`);
-      return;
-    }
     if (pattern === '~' || pattern.startsWith('~/')) {
       problems.push(`${where}: refused: a project's prompt rule may only name paths inside the workspace; write it relative to the workspace`);
       return;

@@ -164,7 +164,7 @@ describe('the project file only narrows', () => {
     ['the size cap', { fileBackup: { maxSizeMB: 1 } }, 'fileBackup.maxSizeMB', /disk budget/],
     ['a prompt rule outside the workspace', { fileSafety: { rules: [{ pattern: '/etc/passwd', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /outside the workspace/],
     ['a prompt rule under ~', { fileSafety: { rules: [{ pattern: '~/.ssh/authorized_keys', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /only name paths inside the workspace/],
-    ['a prompt rule that climbs out', { fileSafety: { rules: [{ pattern: '../other/x', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /'\.\.'/],
+    ['a prompt rule that climbs out', { fileSafety: { rules: [{ pattern: '../other/x', decision: 'prompt' }] } }, 'fileSafety.rules.0.pattern', /"\.\." component/],
     ['an unknown key', { sandbox: { network: 'off' } }, 'sandbox', /unknown key\(s\) network/],
     ['a cache root', { cacheRoots: { add: ['~/.cache/tool'] } }, 'cacheRoots.add', /may not name folders that commands change without a question or a backup/],
     ['removing a default cache root', { cacheRoots: { remove: ['npm'] } }, 'cacheRoots.remove', /the user's setting \(cacheRoots belong in the home config\)/],

@@ -1,5 +1,5 @@
-import picomatch from 'picomatch';
 import type { BrokerRequest, Decision, Verdict } from '../../core/index.js';
+import { literalBase } from './glob.js';
 import { evaluateMandatory } from './mandatory.js';
 import { formsOf, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
 import type { CompiledRule, FileSafetyPolicy } from './policy.js';
@@ -183,5 +183,5 @@ function patternBases(pattern: string, homes: readonly string[]): string[] {
   const expanded = pattern === '~' || pattern.startsWith('~/') ? homes.map((home) => home + pattern.slice(1)) : [pattern];
   return expanded
     .filter((value) => value.startsWith('/'))
-    .map((value) => picomatch.scan(value).base.replace(/\/+$/, ''));
+    .map((value) => literalBase(value).replace(/\/+$/, ''));
 }

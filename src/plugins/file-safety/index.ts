@@ -22,8 +22,8 @@ export {
   buildProtections,
   GIT_PROTECTED_PATTERNS,
   GLOBAL_GIT_CONFIG,
-  HOME_CODE_PATHS,
   SHELL_STARTUP_FILES,
   type Protection,
 } from './mandatory.js';
 export { compilePattern, formsOf, isBeneath, isWithin, type PathMatcher, type PolicyTarget, type TargetForms } from './patterns.js';
+export { HOME_CODE_PATHS, WORKSPACE_CODE_PATTERNS } from './code-paths.js';

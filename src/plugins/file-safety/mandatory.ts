@@ -1,12 +1,12 @@
 import path from 'node:path';
 import type { Decision } from '../../core/index.js';
+import { HOME_CODE_PATHS, WORKSPACE_CODE_PATTERNS } from './code-paths.js';
 import { gitDirectoryFiles, gitDirectoryHead } from './git-directories.js';
 import { compilePattern, isBeneath, isWithin, unique, type PolicyTarget, type TargetForms } from './patterns.js';
 
 /**
  * Files a shell or git runs code from later, when a person (not the sandbox) uses them.
- * Relative to home. The list in the brief, plus fish's conf.d and git's global config,
- * which run code for the same reason.
+ * Relative to home. Other places in home that code is taken from: code-paths.ts.
  */
 export const SHELL_STARTUP_FILES: readonly string[] = Object.freeze([
   '.bashrc',
@@ -22,32 +22,14 @@ export const SHELL_STARTUP_FILES: readonly string[] = Object.freeze([
   '.inputrc',
   '.config/fish/config.fish',
   '.config/fish/conf.d',
+  '.cshrc',
+  '.tcshrc',
+  '.login',
+  '.logout',
+  '.kshrc',
+  '.mkshrc',
 ]);
 export const GLOBAL_GIT_CONFIG: readonly string[] = Object.freeze(['.gitconfig', '.config/git/config']);
-
-/**
- * Other places in home a person's later shell, session or ssh takes commands or keys
- * from: what common startup files source (Debian's `.bash_aliases`, Fedora's
- * `.bashrc.d`, bash completions), fish's functions, the directory `.profile` puts first
- * on PATH, the session's environment, user services and autostart entries, and ssh's
- * per-user config, rc and authorised keys. Relative to home.
- */
-export const HOME_CODE_PATHS: readonly string[] = Object.freeze([
-  '.bash_aliases',
-  '.bashrc.d',
-  '.bash_completion',
-  '.local/share/bash-completion',
-  '.config/fish/functions',
-  '.config/environment.d',
-  '.config/systemd/user',
-  '.config/autostart',
-  '.local/bin',
-  '.ssh/config',
-  '.ssh/rc',
-  '.ssh/environment',
-  '.ssh/authorized_keys',
-  '.ssh/authorized_keys2',
-]);
 
 /**
  * Repository files that make git run code (hooks, and config that can name commands),
@@ -95,6 +77,8 @@ export interface Protection {
   holds(form: string): boolean;
   /** Paths that stand for this protection when looking for rules that try to lift it. */
   samples(bases: readonly string[]): string[];
+  /** What `form` is, when that depends on the path (else `reason`). */
+  reasonFor?(form: string): string | undefined;
 }
 
 function literal(id: string, verdict: Protection['verdict'], reason: string, anchors: readonly string[]): Protection {
@@ -121,11 +105,90 @@ function anyDepth(id: string, reason: string, patterns: readonly string[]): Prot
   };
 }
 
+/** The places in home code is taken from (HOME_CODE_PATHS), each with why; `*` entries are globs. */
+function homeCode(homes: readonly string[]): Protection {
+  // Looked up by the path and each folder above it, not compared one by one: there are hundreds.
+  const anchors = new Map<string, string>();
+  const globs: Array<{ matches: (form: string) => boolean; why: string }> = [];
+  for (const [name, why] of Object.entries(HOME_CODE_PATHS)) {
+    const shown = `${path.posix.join('~', name)}: ${why}`;
+    if (name.includes('*')) globs.push({ matches: compilePattern(`~/${name}`, homes), why: shown });
+    else for (const home of homes) anchors.set(path.posix.join(home, name), shown);
+  }
+  const above = new Set([...anchors.keys()].flatMap((anchor) => ancestorsOf(anchor)));
+  const whyFor = (form: string) => withinAnchor(form, anchors) ?? globs.find(({ matches }) => matches(form))?.why;
+  return {
+    id: 'home-code',
+    verdict: 'prompt',
+    reason: "a file the person's shell, PATH, desktop or tools take code from",
+    covers: (form) => whyFor(form) !== undefined,
+    holds: (form) => above.has(form),
+    samples: () => [...anchors.keys()],
+    reasonFor: (form) => {
+      const why = whyFor(form);
+      return why && `a place the person's tools take code from (${why})`;
+    },
+  };
+}
+
+/** What `anchors` says of `form` or the nearest folder above it that it names. */
+export function withinAnchor(form: string, anchors: ReadonlyMap<string, string>): string | undefined {
+  if (!form.startsWith('/')) return undefined;
+  for (let end = form.length; end > 0; end = form.lastIndexOf('/', end - 1)) {
+    const why = anchors.get(end === form.length ? form : form.slice(0, end));
+    if (why !== undefined) return why;
+  }
+  return anchors.get('/');
+}
+
+/** The folders strictly above an absolute path, up to `/`. */
+function ancestorsOf(p: string): string[] {
+  const out: string[] = [];
+  for (let end = p.lastIndexOf('/'); end >= 0; end = p.lastIndexOf('/', end - 1)) {
+    out.push(end === 0 ? '/' : p.slice(0, end));
+    if (end === 0) break;
+  }
+  return out;
+}
+
+/** Project files tools obey or run (WORKSPACE_CODE_PATTERNS), at any depth, each with why. */
+function workspaceCode(): Protection {
+  // A plain name matches when any component of the path is that name: one lookup per component.
+  const names = new Map<string, string>();
+  const globs: Array<{ matches: (form: string) => boolean; why: string }> = [];
+  for (const [pattern, why] of Object.entries(WORKSPACE_CODE_PATTERNS)) {
+    if (/^[\w.-]+$/.test(pattern)) names.set(pattern, `${pattern}: ${why}`);
+    else globs.push({ matches: compilePattern(pattern, []), why: `${pattern}: ${why}` });
+  }
+  const whyFor = (form: string) => {
+    for (const name of form.split('/')) {
+      const why = names.get(name);
+      if (why !== undefined) return why;
+    }
+    return globs.find(({ matches }) => matches(form))?.why;
+  };
+  return {
+    id: 'workspace-code',
+    verdict: 'prompt',
+    reason: 'a project file an editor, agent or tool obeys or runs when the person opens, enters or commits in its folder',
+    covers: (form) => whyFor(form) !== undefined,
+    // Its names are found in what a whole-directory operation takes along (tree.ts).
+    holds: () => false,
+    samples: (bases) => bases.flatMap((base) => [`${base}/.mcp.json`, `${base}/.vscode/tasks.json`, `${base}/.claude/settings.json`]),
+    reasonFor: (form) => {
+      const why = whyFor(form);
+      return why && `a project file tools obey or run (${why})`;
+    },
+  };
+}
+
 export interface ProtectionInputs {
   /** Every form of home (as given, real path). */
   readonly homes: readonly string[];
   /** Every form of each protected path (as given, real path). */
   readonly protectedPaths: readonly string[];
+  /** What the git config of the repositories in the roots names (git-config-watch.ts). */
+  readonly gitConfig?: Protection;
 }
 
 /** The built-in protections. No option removes them. */
@@ -133,9 +196,11 @@ export function buildProtections(inputs: ProtectionInputs): Protection[] {
   const underHome = (names: readonly string[]) => unique(inputs.homes.flatMap((home) => names.map((name) => path.posix.join(home, name))));
   const protections = [
     literal('shell-startup', 'prompt', 'a shell startup file', underHome(SHELL_STARTUP_FILES)),
-    literal('home-code', 'prompt', "a file the person's shell, PATH or ssh takes commands or keys from", underHome(HOME_CODE_PATHS)),
+    homeCode(inputs.homes),
     literal('git-global-config', 'prompt', "git's global configuration", underHome(GLOBAL_GIT_CONFIG)),
     anyDepth('git-hooks-config', 'a git hook or git configuration', GIT_PROTECTED_PATTERNS),
+    workspaceCode(),
+    ...(inputs.gitConfig ? [inputs.gitConfig] : []),
     gitDirectoryHead(),
     gitDirectoryFiles(),
   ];
@@ -167,7 +232,8 @@ export function evaluateMandatory(target: PolicyTarget, forms: TargetForms, prot
   }
   if (!found) return undefined;
   const { protection, form, holds } = found;
-  const what = holds ? `holds ${protection.reason}` : `is ${protection.reason}`;
+  const reason = (!holds && protection.reasonFor?.(form)) || protection.reason;
+  const what = holds ? `holds ${reason}` : `is ${reason}`;
   const ask = protection.verdict === 'deny' ? 'it is never modified' : 'a person must approve';
   return {
     verdict: protection.verdict,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema, issueLines } from '../../core/index.js';
+import { patternProblem } from './patterns.js';
 
 const noNul = (value: string) => !value.includes('\0');
 /** `~` only as a whole first component: `~user/…` is a shell feature rules do not have. */
@@ -8,7 +9,8 @@ const tildeIsHome = (value: string) => !value.startsWith('~') || value === '~' |
 export const fileSafetyRuleSchema = z.strictObject({
   /**
    * `/…` absolute, `~/…` under home, anything else at any depth (`*.pem`, `.git/config`,
-   * `secrets/**`). A pattern that names a directory covers what is inside it.
+   * `secrets/**`). A pattern that names a directory covers what is inside it. Syntax:
+   * glob.ts; a pattern that can never match is refused (patternProblem).
    */
   pattern: z
     .string()
@@ -16,7 +18,13 @@ export const fileSafetyRuleSchema = z.strictObject({
     .max(4096)
     .refine(noNul, 'pattern contains a NUL byte')
     .refine(tildeIsHome, 'a pattern may start with ~ only as ~ or ~/')
-    .refine((value) => !value.startsWith('!'), 'negated patterns are not supported; write a rule with the decision you want'),
+    .refine((value) => !value.startsWith('!'), 'negated patterns are not supported; write a rule with the decision you want')
+    .superRefine((value, context) => {
+      // What the checks above refuse is reported there: one line per problem.
+      if (value === '' || value.length > 4096 || value.includes('\0') || value.startsWith('!') || !tildeIsHome(value)) return;
+      const problem = patternProblem(value);
+      if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+    }),
   /** Which accesses the rule governs; all of them when absent. */
   access: z.array(accessSchema).min(1).optional(),
   decision: verdictSchema,

@@ -1,6 +1,7 @@
+import { realpathSync } from 'node:fs';
 import path from 'node:path';
-import picomatch from 'picomatch';
 import type { ResolvedTarget } from '../../core/index.js';
+import { GlobSyntaxError, compileGlob, escapeGlob, globAlternatives, literalText } from './glob.js';
 
 /** What policy needs of a target: how it is used and every form of its path. */
 export type PolicyTarget = Pick<ResolvedTarget, 'access' | 'lexical' | 'resolved' | 'ruleForm' | 'links'> & {
@@ -13,44 +14,13 @@ export type PathMatcher = (p: string) => boolean;
 
 /**
  * Compile a rule pattern. `/…` is absolute, `~`/`~/…` is expanded with every form of
- * home, anything else matches at any depth. Negation is off: `!x` must never turn a
- * rule into "everything except x".
+ * home, anything else matches at any depth. There is no negation: `!x` must never turn a
+ * rule into "everything except x". Matching takes time linear in the path's length
+ * (glob.ts); a pattern it cannot read throws GlobSyntaxError.
  */
 export function compilePattern(pattern: string, homes: readonly string[]): PathMatcher {
-  const globs = globsFor(pattern, homes).map((glob) => ({ needs: literalRuns(glob), matches: picomatch(glob, { dot: true, nonegate: true }) }));
-  return (p) => {
-    let candidates: string[] | undefined;
-    for (const { needs, matches } of globs) {
-      // Most paths lack a glob's literal text: then no ancestor can match, and no regex runs.
-      if (!needs.every((text) => p.includes(text))) continue;
-      candidates ??= ancestorsOf(p);
-      if (candidates.some((candidate) => matches(candidate))) return true;
-    }
-    return false;
-  };
-}
-
-/** A component picomatch matches only by itself: no wildcard, class, brace, extglob, escape, `.` or `..`. */
-const LITERAL_COMPONENT = /^(?!\.\.?$)[\w.~-]+$/;
-
-/**
- * The texts every match of `glob` contains: its runs of literal components, joined by
- * `/`. The candidates tested are the path and its ancestors, all prefixes of the path,
- * so a path without one of these texts cannot match, and skipping it changes no answer.
- */
-export function literalRuns(glob: string): string[] {
-  const runs: string[] = [];
-  let run: string[] = [];
-  for (const component of glob.split('/')) {
-    if (LITERAL_COMPONENT.test(component)) {
-      run.push(component);
-      continue;
-    }
-    if (run.length > 0) runs.push(run.join('/'));
-    run = [];
-  }
-  if (run.length > 0) runs.push(run.join('/'));
-  return runs;
+  const globs = globsFor(pattern, homes).map(compileGlob);
+  return (p) => globs.some((glob) => glob.matchesWithin(p));
 }
 
 /** The globs a pattern stands for, tested against the path and each directory above it. */
@@ -64,26 +34,8 @@ export function globsFor(pattern: string, homes: readonly string[]): string[] {
   return [relative.startsWith('**/') ? relative : `**/${relative}`];
 }
 
-/** A literal path inside a glob: its own `*`, `[` … must not act as wildcards. */
-function escapeGlob(literal: string): string {
-  return literal.replace(/[*?[\]{}()!+@\\]/g, '\\$&');
-}
-
 function stripTrailingSlashes(value: string): string {
   return value.length > 1 ? value.replace(/\/+$/, '') || '/' : value;
-}
-
-/** The path itself, then each directory above it, up to `/`. */
-export function ancestorsOf(p: string): string[] {
-  const out = [p];
-  let current = p;
-  while (current.includes('/') && current !== '/') {
-    const parent = path.posix.dirname(current);
-    if (parent === current) break;
-    out.push(parent);
-    current = parent;
-  }
-  return out;
 }
 
 /** `p` is `base` or beneath it, at a component boundary (`/root2` is not in `/root`). */
@@ -131,4 +83,71 @@ export function formsOf(target: PolicyTarget, homes: readonly string[]): TargetF
 
 export function unique<T>(values: readonly T[]): T[] {
   return [...new Set(values)];
+}
+
+/** The longest name a Linux file system gives a file, in bytes. */
+const NAME_MAX = 255;
+
+/**
+ * Why a rule's pattern is refused, or undefined: syntax the matcher does not read
+ * (glob.ts), or a pattern no path can match. Rules are matched against absolute,
+ * normalised paths, so a pattern with a `.` or `..` component, an empty one (`a//b`), a
+ * name longer than any file's, or a control character (a newline left at the end, say)
+ * names nothing, and accepting it would leave a person believing a path is guarded.
+ */
+export function patternProblem(pattern: string): string | undefined {
+  const shown = JSON.stringify(pattern.length > 100 ? `${pattern.slice(0, 100)}…` : pattern);
+  const control = unescapedControl(pattern);
+  if (control !== undefined) {
+    const code = `U+${control.toString(16).toUpperCase().padStart(4, '0')}`;
+    return `${shown} can never match: it holds the control character ${code}${control === 0x0a ? ' (a newline)' : ''}, which no path a rule is meant for has (match it with ?, or escape it with \\ to mean it)`;
+  }
+  let alternatives: ReturnType<typeof globAlternatives>;
+  try {
+    alternatives = globsFor(pattern, ['/home']).flatMap(globAlternatives);
+  } catch (error) {
+    if (error instanceof GlobSyntaxError) return `${shown} is not a pattern rules can use: ${error.message}`;
+    throw error;
+  }
+  const some = alternatives.length > 1 ? 'one of its brace alternatives has' : 'it has';
+  for (const components of alternatives) {
+    // `/` is the root's own glob: its second component is the empty name after the slash.
+    if (components.length === 2 && components.every((component) => component.length === 0)) continue;
+    for (const [index, component] of components.entries()) {
+      if (index > 0 && component.length === 0) return `${shown} can never match: ${some} an empty component (//), which no path has`;
+      const text = literalText(component);
+      if (text === '.' || text === '..') return `${shown} can never match: ${some} a ${JSON.stringify(text)} component, and the paths rules are matched against are normalised (they never hold one)`;
+      if (text !== undefined && Buffer.byteLength(text) > NAME_MAX) return `${shown} can never match: ${some} a component of ${Buffer.byteLength(text)} bytes, and no file name is longer than ${NAME_MAX}`;
+    }
+  }
+  return undefined;
+}
+
+/** The first control character (C0 or DEL, NUL aside: refused on its own) not escaped with `\`. */
+function unescapedControl(pattern: string): number | undefined {
+  for (let i = 0; i < pattern.length; i += 1) {
+    const code = pattern.charCodeAt(i);
+    if (code === 0x5c) i += 1;
+    else if ((code > 0 && code < 0x20) || code === 0x7f) return code;
+  }
+  return undefined;
+}
+
+/**
+ * A path that may not exist yet, as the disk resolves it: the real path of the deepest
+ * existing folder above it plus the rest, so a link on the way there cannot hide it.
+ */
+export function realOfDeepestExisting(p: string): string {
+  let existing = p;
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return path.posix.join(realpathSync(existing), ...rest.reverse());
+    } catch {
+      const parent = path.posix.dirname(existing);
+      if (parent === existing) return p;
+      rest.push(path.posix.basename(existing));
+      existing = parent;
+    }
+  }
 }

@@ -24,6 +24,8 @@ export const FILE_SAFETY_TAPS = Object.freeze({
  * - `RULES`: the configured rules, most restrictive match wins;
  * - `DEFAULTS`: reads → sandbox; writes inside a writable root → sandbox; elsewhere →
  *   `outsideRoots`; a path that resolves out of a root → deny.
+ * What git config names (its hooks folder, includes, the programs of its commands) is
+ * read at each turn's start and among the mandatory protections (git-config-watch.ts).
  * Other policy plugins placed between these stages see targets the earlier taps left.
  */
 export class FileSafetyPlugin implements BrokerPlugin {
@@ -48,6 +50,8 @@ export class FileSafetyPlugin implements BrokerPlugin {
     const viewOf = (target: ResolvedTarget, request: BrokerRequest): TargetView => {
       let view = views.get(target);
       if (!view) {
+        // A config written earlier in the turn (after approval) names what is protected from now on.
+        this.policy.gitConfig.checkChanges();
         const judged = policyTargetFor(target, request);
         view = { judged, forms: formsOf(judged, this.policy.homes) };
         views.set(target, view);
@@ -85,6 +89,17 @@ export class FileSafetyPlugin implements BrokerPlugin {
     });
     tap(FILE_SAFETY_TAPS.rules, PolicyStage.RULES, ({ judged, forms }) => evaluateRules(judged, this.policy, forms));
     tap(FILE_SAFETY_TAPS.roots, PolicyStage.DEFAULTS, ({ judged }) => evaluateRoots(judged, this.policy));
+    // What each repository's git config names is read at the start of a turn, and again
+    // once a change it lets happen touches config (an approved write of .git/config, say).
+    broker.hooks.turnStarted.tapPromise(PLUGIN_NAME, () => this.policy.gitConfig.refresh());
+    broker.hooks.decided.tap(PLUGIN_NAME, (decision, resolved) => {
+      if (decision.verdict !== 'sandbox' && decision.verdict !== 'grant-token') return;
+      for (const target of resolved.targets) {
+        if (target.access === 'read') continue;
+        this.policy.gitConfig.noteChange(target.resolved);
+        this.policy.gitConfig.noteChange(target.lexical);
+      }
+    });
   }
 }
 

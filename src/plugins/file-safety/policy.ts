@@ -4,7 +4,8 @@ import path from 'node:path';
 import { errnoOf, type Access } from '../../core/index.js';
 import { buildProtections, type Protection } from './mandatory.js';
 import { invalidOptions, parseFileSafetyOptions, type FileSafetyRule, type ParsedFileSafetyOptions } from './options.js';
-import { compilePattern, unique, type PathMatcher } from './patterns.js';
+import { GitConfigWatch } from './git-config-watch.js';
+import { compilePattern, realOfDeepestExisting, unique, type PathMatcher } from './patterns.js';
 
 export interface CompiledRule {
   readonly index: number;
@@ -22,7 +23,11 @@ export interface WritableRoot {
   readonly real: string;
 }
 
-/** Options turned into what evaluation needs: real paths, compiled patterns. Immutable. */
+/**
+ * Options turned into what evaluation needs: real paths, compiled patterns. Immutable,
+ * but for what the git config of the roots' repositories names (`gitConfig`), which the
+ * plugin reads again at each turn.
+ */
 export interface FileSafetyPolicy {
   readonly roots: readonly WritableRoot[];
   readonly rules: readonly CompiledRule[];
@@ -30,6 +35,7 @@ export interface FileSafetyPolicy {
   /** Home as given and as its real path. */
   readonly homes: readonly string[];
   readonly outsideRoots: ParsedFileSafetyOptions['outsideRoots'];
+  readonly gitConfig: GitConfigWatch;
 }
 
 /**
@@ -67,12 +73,14 @@ export function compileFileSafety(input: unknown): FileSafetyPolicy {
   });
   if (problems.length > 0) throw invalidOptions(problems);
   const protectedPaths = unique(options.protectedPaths.flatMap((entry) => [normal(entry), realOfDeepestExisting(normal(entry))]));
+  const gitConfig = new GitConfigWatch(roots.map((root) => root.real), homes);
   return Object.freeze({
     roots: Object.freeze(roots),
     rules: Object.freeze(rules.filter((rule): rule is CompiledRule => rule !== undefined)),
-    protections: Object.freeze(buildProtections({ homes, protectedPaths })),
+    protections: Object.freeze(buildProtections({ homes, protectedPaths, gitConfig: gitConfig.protection() })),
     homes: Object.freeze(homes),
     outsideRoots: options.outsideRoots,
+    gitConfig,
   });
 }
 
@@ -88,24 +96,3 @@ function realOrSelf(p: string): string {
     return p;
   }
 }
-
-/**
- * A protected path may not exist yet (the store is created on first use); its real form
- * is the real path of the deepest existing directory above it plus the rest, so a link
- * on the way there cannot hide it.
- */
-function realOfDeepestExisting(p: string): string {
-  let existing = p;
-  const rest: string[] = [];
-  for (;;) {
-    try {
-      return path.posix.join(realpathSync(existing), ...rest.reverse());
-    } catch {
-      const parent = path.posix.dirname(existing);
-      if (parent === existing) return p;
-      rest.push(path.posix.basename(existing));
-      existing = parent;
-    }
-  }
-}
-

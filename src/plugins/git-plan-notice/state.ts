@@ -1,5 +1,7 @@
-import { lstatSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { lstatQuietly, namesIn, repositoryGitDirs } from './repositories.js';
+
+export { gitDirOf, lstatQuietly } from './repositories.js';
 
 /*
  * Where git keeps a stopped rebase, `git am`, cherry-pick or revert, and how to tell
@@ -20,56 +22,19 @@ const STATE_FOLDER_IN_PATH = /\/(?:rebase-merge|rebase-apply|sequencer)(?:\/|$)/
 
 /** What makes a folder a git directory: these names in it. */
 const GIT_DIRECTORY_MARKS: ReadonlySet<string> = new Set(['HEAD', 'objects', 'commondir']);
-/** Linked worktrees, and folders under `modules` and in each of them, looked at per repository. */
-const MAX_ENTRIES = 256;
 /** The files continuing reads what it runs from: always looked at, however many others a folder holds. */
 const KEY_FILES = ['git-rebase-todo', 'strategy', 'opts', 'todo'];
 /** Entries of a stopped-operation folder looked at one by one; a folder with more is taken as changed each time. */
 const MAX_WATCHED_ENTRIES = 10_000;
 
-/** The git directory of the repository `dir` is in (its `.git` folder, or where a `.git` file points), if any. */
-export function gitDirOf(dir: string): string | undefined {
-  for (let at = dir; ; at = path.dirname(at)) {
-    const dotGit = path.join(at, '.git');
-    const stats = lstatQuietly(dotGit);
-    if (stats?.isDirectory()) return dotGit;
-    if (stats?.isFile()) {
-      const pointer = /^gitdir:[ \t]*(.+?)[ \t]*$/m.exec(readSmall(dotGit) ?? '');
-      return pointer?.[1] ? path.resolve(at, pointer[1]) : undefined;
-    }
-    if (at === path.dirname(at)) return undefined;
-  }
-}
-
 /** Every stopped-operation folder of the repository whose git directory is `gitDir`: its own, its common dir's, each linked worktree's and submodule's. */
 export function stateFoldersOf(gitDir: string): string[] {
-  const commonText = readSmall(path.join(gitDir, 'commondir'))?.trim();
-  const common = commonText ? path.resolve(gitDir, commonText) : gitDir;
-  const dirs = new Set([gitDir, common]);
-  for (const name of namesIn(path.join(common, 'worktrees')).slice(0, MAX_ENTRIES)) dirs.add(path.join(common, 'worktrees', name));
-  for (const dir of [...dirs]) for (const module of submoduleGitDirs(dir)) dirs.add(module);
-  return [...dirs].flatMap(stateFoldersIn);
+  return repositoryGitDirs(gitDir).flatMap(stateFoldersIn);
 }
 
 /** The stopped-operation folders a git directory `dir` may hold. */
 export function stateFoldersIn(dir: string): string[] {
   return STOPPED_STATES.map((state) => path.join(dir, state.folder));
-}
-
-/** The submodules' git dirs under `gitDir`'s `modules` (a submodule's name may hold slashes; nested ones too), a bounded number. */
-function submoduleGitDirs(gitDir: string): string[] {
-  const found: string[] = [];
-  const queue = [path.join(gitDir, 'modules')];
-  for (let looked = 0; queue.length > 0 && looked < MAX_ENTRIES; looked += 1) {
-    const dir = queue.shift() as string;
-    if (lstatQuietly(path.join(dir, 'HEAD'))) {
-      found.push(dir);
-      queue.push(path.join(dir, 'modules'));
-      continue;
-    }
-    for (const name of namesIn(dir).slice(0, MAX_ENTRIES)) if (lstatQuietly(path.join(dir, name))?.isDirectory()) queue.push(path.join(dir, name));
-  }
-  return found;
 }
 
 /**
@@ -141,31 +106,4 @@ export function folderIdentity(folder: string): string {
 
 function identityOf(stats: ReturnType<typeof lstatQuietly>): string {
   return stats ? `${stats.mode}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}` : 'absent';
-}
-
-/** What is at `file`, or undefined when nothing can be seen there (missing, a file in the way, no permission). */
-export function lstatQuietly(file: string) {
-  try {
-    return lstatSync(file, { bigint: true, throwIfNoEntry: false });
-  } catch {
-    return undefined;
-  }
-}
-
-function namesIn(dir: string): string[] {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-}
-
-/** A small regular file's text (`.git` pointer, `commondir`), never through a symlink. */
-function readSmall(file: string): string | undefined {
-  try {
-    const stats = lstatSync(file);
-    return stats.isFile() && stats.size <= 4096 ? readFileSync(file, 'utf8') : undefined;
-  } catch {
-    return undefined;
-  }
 }
