@@ -43,14 +43,14 @@ static enum bsh_action failed(struct bsh_call *c, int rc) {
 }
 
 /*
- * /proc/<pid>/fd/<n> of a process outside the sandbox (the supervisor, the broker, …):
- * the kernel refuses it (Landlock scopes ptrace access) without a trace, so it is
- * refused here, the same way, and reported.
+ * /proc/<pid>/fd/<n> of a process outside the sandbox (the supervisor, the broker, …), or
+ * a name below it: the kernel refuses it (Landlock scopes ptrace access) without a trace,
+ * so it is refused here, the same way, and reported.
  */
 static int foreign_fd(struct bsh_call *c, const char *path) {
   pid_t pid;
   int fd;
-  if (!bsh_proc_fd_path(path, &pid, &fd) || pid == c->tgid || pid == c->tid) return 0;
+  if (!bsh_proc_fd_prefix(path, &pid, &fd) || pid == c->tgid || pid == c->tid) return 0;
   if (bsh_in_sandbox_tree(pid) != 0) return 0; /* sandboxed (or gone: the kernel's ENOENT) */
   if (path != c->path) memmove(c->path, path, strlen(path) + 1); /* the report names this path (it may be `to`) */
   bsh_report(c, EACCES, "names descriptor %d of process %d, which is outside the sandbox", fd, (int)pid);
@@ -89,6 +89,11 @@ static int read_path(struct bsh_call *c, int dirfd, uint64_t addr, char *raw, ch
   if (bsh_mentions_proc_self(out)) {
     if ((rc = bsh_proc_status(c)) != 0) return rc;
     return bsh_rewrite_proc_self(out, BSH_PATH_MAX, c->tgid, c->tid);
+  }
+  /* /dev/fd/<n>/name: /dev/fd leads to /proc/self, which the broker must not resolve as its own. */
+  if (strncmp(out, "/dev/", 5) == 0 && bsh_dev_alias_dir(out)) {
+    if ((rc = bsh_proc_status(c)) != 0) return rc;
+    return bsh_rewrite_dev_alias(out, BSH_PATH_MAX, c->tgid);
   }
   if (strncmp(out, "/proc/", 6) == 0) {
     if ((rc = bsh_proc_status(c)) != 0) return rc;
@@ -380,6 +385,18 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   return ask(c);
 }
 
+/*
+ * link(2), or linkat(2) without AT_SYMLINK_FOLLOW, of /proc/<pid>/fd/N or /dev/fd/N: a hard
+ * link to the magic link itself, which lives on /proc (or /dev). The kernel refuses it with
+ * EXDEV, after the new name's EEXIST or ENOENT and before any permission check: the same
+ * answers here, nothing asked. Python before 3.14 makes os.link() such a call.
+ */
+static enum bsh_action link_to_magic_link(struct bsh_call *c) {
+  struct stat st;
+  if (lstat(c->to, &st) == 0) return refuse(c, EEXIST);
+  return refuse(c, errno == ENOENT && parent_missing(c->to) ? ENOENT : EXDEV);
+}
+
 enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
                              uint64_t unew, int flags) {
   c->op = BSH_OP_LINK;
@@ -393,11 +410,15 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   char raw[BSH_PATH_MAX];
   if ((rc = read_path(c, od, uold, raw, c->path, &c->path_slash)) != 0) return failed(c, rc);
   int source_fd = od;
+  pid_t owner = 0; /* another sandboxed process whose fd the source names */
   if (raw[0] != '\0') {
     if (final_dot(raw)) return refuse(c, EPERM);
     if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
     /* linkat("/proc/self/fd/N", AT_SYMLINK_FOLLOW): the O_TMPFILE idiom; the fd names the file. */
-    if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd))) {
+    bool own = bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd);
+    bool other = !own && bsh_proc_fd_path(c->path, &owner, &source_fd);
+    if ((own || other) && !c->follow) return link_to_magic_link(c);
+    if (!own && !other) {
       if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
       bool guarded = landlock_guarded(cfg, c->path, c->follow) && landlock_guarded(cfg, c->to, false);
       return guarded ? BSH_ACT_CONTINUE : ask(c);
@@ -409,8 +430,9 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   /* flink(): link the file behind the target's fd (an O_TMPFILE, typically) into place. */
   if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
   c->flags |= AT_EMPTY_PATH;
-  int dup = bsh_proc_dup_fd(c, source_fd);
-  if (dup < 0) return refuse(c, -dup);
+  int dup = owner ? bsh_pid_dup_fd(owner, source_fd) : bsh_proc_dup_fd(c, source_fd);
+  /* A name for a missing fd is missing itself (ENOENT); an empty path with a bad fd is EBADF. */
+  if (dup < 0) return refuse(c, dup == -EBADF && raw[0] != '\0' ? ENOENT : -dup);
   c->dup_fd = dup;
   c->fd_form = BSH_FD_EMPTY;
   c->follow = false;

@@ -211,6 +211,12 @@ bool bsh_in_scratch(const struct bsh_config *cfg, const char *path);
 bool bsh_is_write_dev(const struct bsh_config *cfg, const char *path);
 bool bsh_fd_alias(const char *path, pid_t tgid, pid_t tid, int *fd);
 bool bsh_proc_fd_path(const char *path, pid_t *pid, int *fd);
+/* /proc/<pid>/fd/<n>, or a path below it (the fd used as a directory). */
+bool bsh_proc_fd_prefix(const char *path, pid_t *pid, int *fd);
+/* Does `path` go below an fd alias of /dev (/dev/fd/<n>/name, /dev/stdin/name)? */
+bool bsh_dev_alias_dir(const char *path);
+/* Rewrites such a path to /proc/<tgid>/fd/<n>/name, the caller's view (else leaves it). 0 or -ENAMETOOLONG. */
+int bsh_rewrite_dev_alias(char *path, size_t cap, pid_t tgid);
 int bsh_local_resolve(const struct bsh_config *cfg, const char *lexical, bool follow, char *out, size_t cap);
 
 /* --- op-decode.c --- */
