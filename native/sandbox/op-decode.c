@@ -144,6 +144,11 @@ static bool landlock_guarded(const struct bsh_config *cfg, const char *path, boo
   return bsh_in_scratch(cfg, path) && stays_in_scratch(cfg, path, follow);
 }
 
+/* mkdir and mknod in scratch continue in the kernel, which gives the mode asked: never a set-id one. */
+static enum bsh_action continue_create(struct bsh_call *c, bool directory) {
+  return bsh_setid_refused(c->mode, directory) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_CONTINUE;
+}
+
 /* Landlock's REFER rule, kept for what the supervisor performs (refusal.c, bsh_enters_scratch). */
 static enum bsh_action enters_scratch(struct bsh_call *c) {
   return bsh_report(c, EXDEV, "would give a file from outside the command's temp dir a name inside it, "
@@ -250,6 +255,15 @@ static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int fla
 }
 
 /*
+ * An open that continues in the kernel (Landlock guards it). What the kernel creates in
+ * scratch (O_CREAT, O_TMPFILE) gets the mode asked, unseen by the broker: never a set-id one.
+ */
+static enum bsh_action continue_open(const struct bsh_config *cfg, struct bsh_call *c) {
+  bool creates = (c->open_flags & (O_CREAT | BSH_O_TMPFILE_BIT)) && bsh_in_scratch(cfg, c->path);
+  return creates && bsh_setid_refused(c->mode, false) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_CONTINUE;
+}
+
+/*
  * An open through /dev/stdout, /dev/fd/N or /proc/<pid>/fd/N (the caller's own, or another
  * sandboxed process's; `dup` is our duplicate of that fd, or -errno): judge the file behind it.
  * An O_TMPFILE open through a directory's alias creates a file in that directory: it is
@@ -285,7 +299,7 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
   }
   close(dup);
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
-  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, false)) return continue_open(cfg, c);
   c->follow = false;
   c->path_slash = false;
   return ask(c);
@@ -324,7 +338,7 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
     if (bsh_proc_fd_path(c->path, &owner, &alias_fd))
       return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, bsh_pid_dup_fd(owner, alias_fd));
   }
-  if (landlock_guarded(cfg, c->path, c->follow)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, c->follow)) return continue_open(cfg, c);
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
@@ -470,7 +484,7 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
+  return landlock_guarded(cfg, c->path, false) ? continue_create(c, true) : create_unless_there(c);
 }
 
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -489,7 +503,15 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
     return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
                       (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
+  return landlock_guarded(cfg, c->path, false) ? continue_create(c, false) : create_unless_there(c);
+}
+
+/* Performed on our duplicate without asking: a chmod there sets no set-id bit (set-id.c). */
+static enum bsh_action direct_on_fd(struct bsh_call *c) {
+  if (c->op != BSH_OP_CHMOD) return BSH_ACT_DIRECT;
+  struct stat st;
+  bool directory = fstat(c->dup_fd, &st) == 0 && S_ISDIR(st.st_mode);
+  return bsh_setid_refused(c->mode, directory) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_DIRECT;
 }
 
 /*
@@ -507,9 +529,9 @@ enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c
   c->follow = false;
   bool anonymous;
   if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return failed(c, rc);
-  if (anonymous) return BSH_ACT_DIRECT;
+  if (anonymous) return direct_on_fd(c);
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
-  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return BSH_ACT_DIRECT;
+  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return direct_on_fd(c);
   if (bsh_meta_noop(c)) return BSH_ACT_DONE;
   c->flags |= AT_EMPTY_PATH;
   return ask(c);
@@ -549,7 +571,7 @@ enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call 
     if (rc < 0) return failed(c, rc);
     if (rc == 0) {
       memcpy(c->path, local, strlen(local) + 1);
-      return BSH_ACT_DIRECT;
+      return c->op == BSH_OP_CHMOD ? bsh_setid_chmod_scratch(c) : BSH_ACT_DIRECT;
     }
   }
   return ask(c);

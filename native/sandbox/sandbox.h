@@ -244,12 +244,20 @@ enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c
 enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
                                   int atflags, bool null_is_fd);
 
-/* --- refusal.c --- */
-/* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
+/* --- set-id.c --- */
+/* Would `mode` make a set-uid program, or a set-gid one (any set-gid non-directory)? */
+bool bsh_setid_refused(uint32_t mode, bool directory);
+/* Refuse a set-id mode the supervisor would have let through or performed itself (reported, EACCES). */
+enum bsh_action bsh_refuse_setid(struct bsh_call *c, uint32_t mode);
+/* A chmod by path in scratch: DIRECT, DIRECT on a pinned directory for S_ISGID, or refused. */
+enum bsh_action bsh_setid_chmod_scratch(struct bsh_call *c);
+
 /* --- connect.c --- */
 enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
                                 uint64_t ulen);
 
+/* --- refusal.c --- */
+/* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
 enum bsh_action bsh_report(struct bsh_call *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Syscalls the filter sends only to refuse them visibly, and the calls that act on another
  * process (signals, limits, scheduling): continued for sandboxed targets, else refused. */
