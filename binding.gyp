@@ -42,6 +42,7 @@
         "native/sandbox/onbehalf.c",
         "native/sandbox/refusal.c",
         "native/sandbox/set-id.c",
+        "native/sandbox/ioctl.c",
         "native/sandbox/connect.c",
         "native/sandbox/broker-channel.c",
         "native/sandbox/reaper.c",

@@ -166,7 +166,7 @@ int bsh_seccomp_install(char *err, size_t errlen);
 void bsh_seccomp_print_tables(void);
 /* The name of a syscall the filter sends to the supervisor ("syscall-<nr>" if unknown). */
 const char *bsh_syscall_name(int nr, char *buf, size_t cap);
-/* Is `cmd` one of the ioctl requests the filter sends only to have them refused? Its name, or NULL. */
+/* Is `cmd` one of the ioctl requests refused whatever the fd (tty input injection)? Its name, or NULL. */
 const char *bsh_refused_ioctl_name(uint32_t cmd);
 
 /* --- kernel-check.c --- */
@@ -251,6 +251,10 @@ bool bsh_setid_refused(uint32_t mode, bool directory);
 enum bsh_action bsh_refuse_setid(struct bsh_call *c, uint32_t mode);
 /* A chmod by path in scratch: DIRECT, DIRECT on a pinned directory for S_ISGID, or refused. */
 enum bsh_action bsh_setid_chmod_scratch(struct bsh_call *c);
+
+/* --- ioctl.c --- */
+/* An ioctl the filter notified: refused on a file or directory of a file system, else continued. */
+enum bsh_action bsh_dec_ioctl(struct bsh_call *c, int fd, uint32_t cmd);
 
 /* --- connect.c --- */
 enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
