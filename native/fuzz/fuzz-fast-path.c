@@ -6,7 +6,9 @@
  *   bsh_in_scratch    — under a scratch dir (as given or real), at a component boundary;
  *   bsh_is_write_dev  — /dev/null|zero|full|tty, under /dev/pts or a --write-dev, an
  *                       fd alias (/dev/stdin…, /dev/fd/N) or /proc/<pid>[/task/<tid>]/fd/<n>;
- *   bsh_fd_alias      — the fd number, only for the caller's own pid/tid, within int.
+ *   bsh_fd_alias      — the fd number, only for the caller's own pid/tid, within int;
+ *   bsh_rewrite_dev_alias — a path below /dev/fd/<name> or /dev/std{in,out,err} becomes
+ *                       /proc/<tgid>/fd/<name or 0..2>/rest; every other path is kept.
  * Input: u32 tgid, u32 tid, u8 counts, then scratch/write-dev dirs and the path, NUL-separated.
  */
 #include "sandbox.h"
@@ -168,6 +170,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(fd >= 0 && fd == want_fd, "fd_alias(\"%s\") fd %d want %ld", path, fd, want_fd);
   } else {
     FUZZ_CHECK(fd == -12345, "fd written without an alias");
+  }
+
+  /* The alias-as-directory rewrite, against a prefix test of its own. */
+  char want[3 * BSH_PATH_MAX];
+  want[0] = '\0';
+  static const char *const std_names[] = {"/dev/stdin/", "/dev/stdout/", "/dev/stderr/"};
+  for (int i = 0; i < 3 && !want[0]; i++) {
+    size_t n = strlen(std_names[i]);
+    if (alias_linked[i] && strncmp(path, std_names[i], n) == 0)
+      snprintf(want, sizeof want, "/proc/%d/fd/%d%s", (int)tgid, i, path + n - 1);
+  }
+  const char *below = strncmp(path, "/dev/fd/", 8) == 0 ? strchr(path + 8, '/') : NULL;
+  if (!want[0] && alias_linked[3] && below && below != path + 8)
+    snprintf(want, sizeof want, "/proc/%d/fd/%s", (int)tgid, path + 8);
+  FUZZ_CHECK(bsh_dev_alias_dir(path) == (want[0] != '\0'), "dev_alias_dir(\"%s\")", path);
+  char rewritten[BSH_PATH_MAX];
+  if (strlen(path) < sizeof rewritten) {
+    memcpy(rewritten, path, strlen(path) + 1);
+    int rc = bsh_rewrite_dev_alias(rewritten, sizeof rewritten, tgid);
+    if (!want[0]) FUZZ_CHECK(rc == 0 && strcmp(rewritten, path) == 0, "rewrite changed \"%s\"", path);
+    else if (strlen(want) < sizeof rewritten) FUZZ_CHECK(rc == 0 && strcmp(rewritten, want) == 0, "rewrite(\"%s\") = \"%s\" want \"%s\"", path, rewritten, want);
+    else FUZZ_CHECK(rc == -ENAMETOOLONG, "rewrite(\"%s\") too long: rc %d", path, rc);
   }
 
   free(c.buf);

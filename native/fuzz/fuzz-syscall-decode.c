@@ -11,6 +11,10 @@
  *              lexically in scratch (no "..") or a writable device / fd alias; never for
  *              metadata calls, which Landlock does not guard;
  *   DIRECT   — on an fd we duplicated, or on a path inside scratch without "..";
+ *   neither  — gives a set-uid mode, or a set-gid one to anything but a directory
+ *              (creates that continue, chmod performed without asking: set-id.c);
+ *   ioctl    — continued only on what is not a regular file or directory of a file
+ *              system that stores files; refused (reported, EPERM) on those;
  *   ASK      — the path(s) sent to the broker are absolute, lexical (no "//", "/./" or
  *              trailing "/"), valid UTF-8, shorter than PATH_MAX, with /proc/self
  *              rewritten, the caller's tgid known, and the request frame can be queued.
@@ -28,8 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
+#include <linux/magic.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "fuzz-input.h"
@@ -46,7 +54,7 @@ static const int k_syscalls[] = {
 #endif
     __NR_renameat2, __NR_unlinkat, __NR_linkat, __NR_symlinkat, __NR_mkdirat, __NR_mknodat, __NR_fchmod,
     __NR_fchmodat, __NR_fchmodat2, __NR_fchown, __NR_fchownat, __NR_utimensat, __NR_fsetxattr,
-    __NR_fremovexattr, __NR_setxattrat, __NR_removexattrat, __NR_file_setattr,
+    __NR_fremovexattr, __NR_setxattrat, __NR_removexattrat, __NR_file_setattr, __NR_ioctl,
     /* Not notified: a decoder must refuse it. */
     __NR_read, __NR_getpid};
 #define N_SYSCALLS (sizeof k_syscalls / sizeof k_syscalls[0])
@@ -174,6 +182,34 @@ static bool guarded(const char *p) {
   return !bsh_has_dotdot(p) && (bsh_in_scratch(&g_cfg, p) || bsh_is_write_dev(&g_cfg, p));
 }
 
+/* Would the call, done as decided, leave a set-id mode where the supervisor never asked? */
+static bool sets_id_unasked(const struct bsh_call *c, enum bsh_action act) {
+  if (act == BSH_ACT_CONTINUE) {
+    /* Devices and fd aliases exist already: only scratch gets new files. */
+    if (c->op == BSH_OP_OPEN)
+      return (c->open_flags & (O_CREAT | BSH_O_TMPFILE_BIT)) && (c->mode & 06000) && bsh_in_scratch(&g_cfg, c->path);
+    if (c->op == BSH_OP_MKNOD) return c->mode & 06000;
+    if (c->op == BSH_OP_MKDIR) return c->mode & S_ISUID;
+    return false;
+  }
+  if (act != BSH_ACT_DIRECT || c->op != BSH_OP_CHMOD || !(c->mode & 06000)) return false;
+  struct stat st;
+  return (c->mode & S_ISUID) || c->dup_fd < 0 || fstat(c->dup_fd, &st) != 0 || !S_ISDIR(st.st_mode);
+}
+
+/* The reference for ioctl: is `fd` (ours, the target being this process) a stored file or directory? */
+static bool ioctl_reaches_file_system(uint64_t arg) {
+  int fd = (int)(uint32_t)arg; /* the kernel takes an unsigned int */
+  struct stat st;
+  struct statfs fs;
+  int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_PATH) || fstat(fd, &st) != 0) return false;
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return false;
+  if (fstatfs(fd, &fs) != 0) return true;
+  long t = (long)fs.f_type;
+  return t != ANON_INODE_FS_MAGIC && t != 0x50494446 /* pidfs */ && t != NSFS_MAGIC && t != PROC_SUPER_MAGIC;
+}
+
 static bool is_meta(enum bsh_op op) {
   return op == BSH_OP_CHMOD || op == BSH_OP_CHOWN || op == BSH_OP_UTIMES || op == BSH_OP_SETXATTR ||
          op == BSH_OP_REMOVEXATTR || op == BSH_OP_FILE_SETATTR;
@@ -219,6 +255,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct bsh_call *c = calloc(1, sizeof *c);
   must(c != NULL, "calloc");
   enum bsh_action act = bsh_decode(&g_cfg, &n, c);
+
+  FUZZ_CHECK(!sets_id_unasked(c, act), "nr %d: set-id mode %o let through without asking (action %d, path \"%s\", flags %#x)", nr, c->mode, (int)act, c->path, c->open_flags);
+  if (nr == __NR_ioctl) {
+    uint32_t cmd = (uint32_t)n.data.args[1];
+    bool refused = cmd == TIOCSTI || cmd == TIOCLINUX || ioctl_reaches_file_system(n.data.args[0]);
+    FUZZ_CHECK(refused ? act == BSH_ACT_REPORT && c->err == EPERM : act == BSH_ACT_CONTINUE,
+               "ioctl %#x on fd %lld: action %d", cmd, (long long)n.data.args[0], (int)act);
+    goto done;
+  }
 
   switch (act) {
   case BSH_ACT_ERRNO:
@@ -284,6 +329,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(0, "nr %d: unknown action %d", nr, (int)act);
   }
 
+done:
   if (c->dup_fd >= 0) close(c->dup_fd);
   free(c->xvalue);
   free(c);

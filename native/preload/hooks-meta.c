@@ -51,19 +51,25 @@ BP_EXPORT int truncate64(const char *path, off64_t length) {
   GUARD_PATH(AT_FDCWD, path, false, ftruncate64(fd, length), BP_REAL(truncate64)(path, length));
 }
 
-/* chmod */
+/* chmod; no set-uid or set-gid program is made (set-id.c). */
 BP_EXPORT int chmod(const char *path, mode_t mode) {
+  if (!bp_chmod_allowed_at(AT_FDCWD, path, mode, false)) return -1;
   GUARD_PATH(AT_FDCWD, path, false, BP_REAL(fchmod)(fd, mode), BP_REAL(chmod)(path, mode));
 }
 BP_EXPORT int lchmod(const char *path, mode_t mode) {
+  if (!bp_chmod_allowed_at(AT_FDCWD, path, mode, true)) return -1;
   GUARD_PATH(AT_FDCWD, path, true, BP_REAL(fchmod)(fd, mode), BP_REAL(lchmod)(path, mode));
 }
 BP_EXPORT int fchmod(int target, mode_t mode) {
+  if (!bp_chmod_allowed_fd(target, mode)) return -1;
   GUARD_FD(target, BP_REAL(fchmod)(fd, mode), BP_REAL(fchmod)(target, mode));
 }
 BP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags) {
-  if ((flags & AT_EMPTY_PATH) && !path[0])
+  if ((flags & AT_EMPTY_PATH) && !path[0]) {
+    if (!bp_chmod_allowed_fd(dirfd, mode)) return -1;
     GUARD_FD(dirfd, BP_REAL(fchmod)(fd, mode), BP_REAL(fchmodat)(dirfd, path, mode, flags));
+  }
+  if (!bp_chmod_allowed_at(dirfd, path, mode, flags & AT_SYMLINK_NOFOLLOW)) return -1;
   GUARD_PATH(dirfd, path, flags & AT_SYMLINK_NOFOLLOW, BP_REAL(fchmod)(fd, mode),
              BP_REAL(fchmodat)(dirfd, path, mode, flags));
 }

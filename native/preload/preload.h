@@ -200,6 +200,13 @@ BP_HIDDEN enum bp_verdict bp_check_create(const char *abs);
 /* Closes a granted fd after its use and returns rc with errno kept. */
 BP_HIDDEN int bp_finish_fd(int fd, int rc);
 
+/* ---- set-id.c: no set-uid or set-gid program is made (the broker cannot see a mode here). ---- */
+/* Would `mode` make a set-uid program, or a set-gid one (any set-gid non-directory)? */
+BP_HIDDEN bool bp_setid_refused(mode_t mode, bool directory);
+/* Whether a chmod to `mode` may go on (the path's object, the fd's); false with errno EACCES. */
+BP_HIDDEN bool bp_chmod_allowed_at(int dirfd, const char *path, mode_t mode, bool nofollow);
+BP_HIDDEN bool bp_chmod_allowed_fd(int fd, mode_t mode);
+
 /* ---- hooks-open.c: a guarded open, for the other hooks that open files. ---- */
 BP_HIDDEN int bp_open_common(int dirfd, const char *path, int flags, mode_t mode);
 

@@ -6,7 +6,8 @@
  * CONTINUE is safe, so it is used only where Landlock guards the operation.
  *
  * Also here: fd aliases (/dev/stdout, /dev/fd/N, /proc/<self>/fd/N), which reopen
- * one of the caller's own fds rather than name a file.
+ * one of the caller's own fds rather than name a file, or, used as a directory
+ * (/dev/fd/N/name), name what is below the directory that fd holds.
  */
 #include "sandbox.h"
 
@@ -60,8 +61,11 @@ static const char *digits(const char *p, long *value) {
   return end;
 }
 
-/* /proc/<pid>/fd/<n> or /proc/<pid>/task/<tid>/fd/<n> (tid = -1 when absent). */
-static bool parse_proc_fd(const char *path, long *pid, long *tid, long *fd) {
+/*
+ * /proc/<pid>/fd/<n> or /proc/<pid>/task/<tid>/fd/<n> (tid = -1 when absent); with
+ * `below`, also followed by "/..." (the fd used as a directory).
+ */
+static bool parse_proc_fd(const char *path, bool below, long *pid, long *tid, long *fd) {
   if (strncmp(path, "/proc/", 6) != 0) return false;
   const char *p = digits(path + 6, pid);
   if (!p || *p != '/') return false;
@@ -72,7 +76,7 @@ static bool parse_proc_fd(const char *path, long *pid, long *tid, long *fd) {
   }
   if (strncmp(p, "/fd/", 4) != 0) return false;
   p = digits(p + 4, fd);
-  return p && *p == '\0';
+  return p && (*p == '\0' || (below && *p == '/'));
 }
 
 /* /dev/stdin|stdout|stderr and /dev/fd/<n>, when /dev links them as usual. */
@@ -104,16 +108,62 @@ bool bsh_is_write_dev(const struct bsh_config *cfg, const char *path) {
   for (size_t i = 0; i < cfg->n_write_dev; i++)
     if (bsh_path_under(path, cfg->write_dev[i])) return true;
   long pid, tid, fd;
-  return dev_alias(path, &fd) || parse_proc_fd(path, &pid, &tid, &fd);
+  return dev_alias(path, &fd) || parse_proc_fd(path, false, &pid, &tid, &fd);
 }
 
 /* Is `path` /proc/<pid>/fd/<n> or /proc/<pid>/task/<tid>/fd/<n>? Then the process (or thread) and n. */
 bool bsh_proc_fd_path(const char *path, pid_t *pid, int *fd) {
   long p, t, n;
-  if (!parse_proc_fd(path, &p, &t, &n)) return false;
+  if (!parse_proc_fd(path, false, &p, &t, &n)) return false;
   *pid = (pid_t)(t < 0 ? p : t);
   *fd = (int)n;
   return true;
+}
+
+/* The same, or a path below such an fd (/proc/<pid>/fd/<n>/name): the fd as a directory. */
+bool bsh_proc_fd_prefix(const char *path, pid_t *pid, int *fd) {
+  long p, t, n;
+  if (!parse_proc_fd(path, true, &p, &t, &n)) return false;
+  *pid = (pid_t)(t < 0 ? p : t);
+  *fd = (int)n;
+  return true;
+}
+
+/*
+ * The alias that `path` goes below (/dev/fd/3/a.txt, /dev/stdin/x): the fd used as a
+ * directory. Index into k_alias, or -1. The exact aliases (/dev/stdout, /dev/fd/3) are
+ * bsh_fd_alias's.
+ */
+static int alias_below(const char *path) {
+  for (size_t i = 0; i < sizeof k_alias / sizeof k_alias[0]; i++) {
+    size_t n = strlen(k_alias[i].path);
+    if (!alias_ok[i] || strncmp(path, k_alias[i].path, n) != 0 || path[n] != '/') continue;
+    /* The directory of fds: "/<n>/" must follow, a name below one fd. */
+    const char *slash = strchr(path + n + 1, '/');
+    if (k_alias[i].fd < 0 && (!slash || slash == path + n + 1)) return -1;
+    return (int)i;
+  }
+  return -1;
+}
+
+bool bsh_dev_alias_dir(const char *path) { return alias_below(path) >= 0; }
+
+/*
+ * /dev/fd/<n>/rest → /proc/<tgid>/fd/<n>/rest (and /dev/stdin/rest → /proc/<tgid>/fd/0/rest):
+ * what the kernel reaches through /dev's links, in the caller's view. Resolved as named, the
+ * alias would lead the broker through its own /proc/self. 0 (rewritten or not an alias
+ * directory), or -ENAMETOOLONG.
+ */
+int bsh_rewrite_dev_alias(char *path, size_t cap, pid_t tgid) {
+  int i = alias_below(path);
+  if (i < 0) return 0;
+  static const char self[] = "/proc/self";
+  char tmp[BSH_PATH_MAX];
+  int n = snprintf(tmp, sizeof tmp, "/proc/%d%s%s", (int)tgid, k_alias[i].expect + sizeof self - 1,
+                   path + strlen(k_alias[i].path));
+  if (n < 0 || (size_t)n >= sizeof tmp || (size_t)n >= cap) return -ENAMETOOLONG;
+  memcpy(path, tmp, (size_t)n + 1);
+  return 0;
 }
 
 /* Does `path` reopen one of the caller's own fds? Then *fd is its number. */
@@ -123,7 +173,7 @@ bool bsh_fd_alias(const char *path, pid_t tgid, pid_t tid, int *fd) {
     *fd = (int)n;
     return true;
   }
-  if (!parse_proc_fd(path, &p, &t, &n)) return false;
+  if (!parse_proc_fd(path, false, &p, &t, &n)) return false;
   bool own = t < 0 ? (p == tgid || p == tid) : (p == tgid && t == tid);
   if (own) *fd = (int)n;
   return own;

@@ -43,14 +43,14 @@ static enum bsh_action failed(struct bsh_call *c, int rc) {
 }
 
 /*
- * /proc/<pid>/fd/<n> of a process outside the sandbox (the supervisor, the broker, …):
- * the kernel refuses it (Landlock scopes ptrace access) without a trace, so it is
- * refused here, the same way, and reported.
+ * /proc/<pid>/fd/<n> of a process outside the sandbox (the supervisor, the broker, …), or
+ * a name below it: the kernel refuses it (Landlock scopes ptrace access) without a trace,
+ * so it is refused here, the same way, and reported.
  */
 static int foreign_fd(struct bsh_call *c, const char *path) {
   pid_t pid;
   int fd;
-  if (!bsh_proc_fd_path(path, &pid, &fd) || pid == c->tgid || pid == c->tid) return 0;
+  if (!bsh_proc_fd_prefix(path, &pid, &fd) || pid == c->tgid || pid == c->tid) return 0;
   if (bsh_in_sandbox_tree(pid) != 0) return 0; /* sandboxed (or gone: the kernel's ENOENT) */
   if (path != c->path) memmove(c->path, path, strlen(path) + 1); /* the report names this path (it may be `to`) */
   bsh_report(c, EACCES, "names descriptor %d of process %d, which is outside the sandbox", fd, (int)pid);
@@ -89,6 +89,11 @@ static int read_path(struct bsh_call *c, int dirfd, uint64_t addr, char *raw, ch
   if (bsh_mentions_proc_self(out)) {
     if ((rc = bsh_proc_status(c)) != 0) return rc;
     return bsh_rewrite_proc_self(out, BSH_PATH_MAX, c->tgid, c->tid);
+  }
+  /* /dev/fd/<n>/name: /dev/fd leads to /proc/self, which the broker must not resolve as its own. */
+  if (strncmp(out, "/dev/", 5) == 0 && bsh_dev_alias_dir(out)) {
+    if ((rc = bsh_proc_status(c)) != 0) return rc;
+    return bsh_rewrite_dev_alias(out, BSH_PATH_MAX, c->tgid);
   }
   if (strncmp(out, "/proc/", 6) == 0) {
     if ((rc = bsh_proc_status(c)) != 0) return rc;
@@ -137,6 +142,11 @@ static bool landlock_guarded(const struct bsh_config *cfg, const char *path, boo
   if (bsh_has_dotdot(path)) return false;
   if (bsh_is_write_dev(cfg, path)) return true;
   return bsh_in_scratch(cfg, path) && stays_in_scratch(cfg, path, follow);
+}
+
+/* mkdir and mknod in scratch continue in the kernel, which gives the mode asked: never a set-id one. */
+static enum bsh_action continue_create(struct bsh_call *c, bool directory) {
+  return bsh_setid_refused(c->mode, directory) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_CONTINUE;
 }
 
 /* Landlock's REFER rule, kept for what the supervisor performs (refusal.c, bsh_enters_scratch). */
@@ -245,6 +255,15 @@ static int check_resolve(struct bsh_call *c, int dirfd, const char *raw, int fla
 }
 
 /*
+ * An open that continues in the kernel (Landlock guards it). What the kernel creates in
+ * scratch (O_CREAT, O_TMPFILE) gets the mode asked, unseen by the broker: never a set-id one.
+ */
+static enum bsh_action continue_open(const struct bsh_config *cfg, struct bsh_call *c) {
+  bool creates = (c->open_flags & (O_CREAT | BSH_O_TMPFILE_BIT)) && bsh_in_scratch(cfg, c->path);
+  return creates && bsh_setid_refused(c->mode, false) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_CONTINUE;
+}
+
+/*
  * An open through /dev/stdout, /dev/fd/N or /proc/<pid>/fd/N (the caller's own, or another
  * sandboxed process's; `dup` is our duplicate of that fd, or -errno): judge the file behind it.
  * An O_TMPFILE open through a directory's alias creates a file in that directory: it is
@@ -280,7 +299,7 @@ static enum bsh_action open_alias(const struct bsh_config *cfg, struct bsh_call 
   }
   close(dup);
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
-  if (landlock_guarded(cfg, c->path, false)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, false)) return continue_open(cfg, c);
   c->follow = false;
   c->path_slash = false;
   return ask(c);
@@ -319,7 +338,7 @@ enum bsh_action bsh_dec_open(const struct bsh_config *cfg, struct bsh_call *c, i
     if (bsh_proc_fd_path(c->path, &owner, &alias_fd))
       return (flags & O_NOFOLLOW) ? refuse(c, ELOOP) : open_alias(cfg, c, bsh_pid_dup_fd(owner, alias_fd));
   }
-  if (landlock_guarded(cfg, c->path, c->follow)) return BSH_ACT_CONTINUE;
+  if (landlock_guarded(cfg, c->path, c->follow)) return continue_open(cfg, c);
   struct stat st;
   if ((flags & O_NOFOLLOW) && !excl_create && lstat(c->path, &st) == 0 && S_ISLNK(st.st_mode))
     return refuse(c, ELOOP);
@@ -380,6 +399,18 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
   return ask(c);
 }
 
+/*
+ * link(2), or linkat(2) without AT_SYMLINK_FOLLOW, of /proc/<pid>/fd/N or /dev/fd/N: a hard
+ * link to the magic link itself, which lives on /proc (or /dev). The kernel refuses it with
+ * EXDEV, after the new name's EEXIST or ENOENT and before any permission check: the same
+ * answers here, nothing asked. Python before 3.14 makes os.link() such a call.
+ */
+static enum bsh_action link_to_magic_link(struct bsh_call *c) {
+  struct stat st;
+  if (lstat(c->to, &st) == 0) return refuse(c, EEXIST);
+  return refuse(c, errno == ENOENT && parent_missing(c->to) ? ENOENT : EXDEV);
+}
+
 enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, int od, uint64_t uold, int nd,
                              uint64_t unew, int flags) {
   c->op = BSH_OP_LINK;
@@ -393,11 +424,15 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   char raw[BSH_PATH_MAX];
   if ((rc = read_path(c, od, uold, raw, c->path, &c->path_slash)) != 0) return failed(c, rc);
   int source_fd = od;
+  pid_t owner = 0; /* another sandboxed process whose fd the source names */
   if (raw[0] != '\0') {
     if (final_dot(raw)) return refuse(c, EPERM);
     if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
     /* linkat("/proc/self/fd/N", AT_SYMLINK_FOLLOW): the O_TMPFILE idiom; the fd names the file. */
-    if (!(c->follow && bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd))) {
+    bool own = bsh_fd_alias(c->path, c->tgid, c->tid, &source_fd);
+    bool other = !own && bsh_proc_fd_path(c->path, &owner, &source_fd);
+    if ((own || other) && !c->follow) return link_to_magic_link(c);
+    if (!own && !other) {
       if (bsh_enters_scratch(cfg, c, c->path, c->to, false)) return enters_scratch(c);
       bool guarded = landlock_guarded(cfg, c->path, c->follow) && landlock_guarded(cfg, c->to, false);
       return guarded ? BSH_ACT_CONTINUE : ask(c);
@@ -409,8 +444,9 @@ enum bsh_action bsh_dec_link(const struct bsh_config *cfg, struct bsh_call *c, i
   /* flink(): link the file behind the target's fd (an O_TMPFILE, typically) into place. */
   if ((rc = bsh_proc_status(c)) != 0) return failed(c, rc);
   c->flags |= AT_EMPTY_PATH;
-  int dup = bsh_proc_dup_fd(c, source_fd);
-  if (dup < 0) return refuse(c, -dup);
+  int dup = owner ? bsh_pid_dup_fd(owner, source_fd) : bsh_proc_dup_fd(c, source_fd);
+  /* A name for a missing fd is missing itself (ENOENT); an empty path with a bad fd is EBADF. */
+  if (dup < 0) return refuse(c, dup == -EBADF && raw[0] != '\0' ? ENOENT : -dup);
   c->dup_fd = dup;
   c->fd_form = BSH_FD_EMPTY;
   c->follow = false;
@@ -448,7 +484,7 @@ enum bsh_action bsh_dec_mkdir(const struct bsh_config *cfg, struct bsh_call *c, 
   int rc = read_named(c, dirfd, upath, c->path, &c->path_slash, &dot);
   if (rc != 0) return failed(c, rc);
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
+  return landlock_guarded(cfg, c->path, false) ? continue_create(c, true) : create_unless_there(c);
 }
 
 enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
@@ -467,7 +503,15 @@ enum bsh_action bsh_dec_mknod(const struct bsh_config *cfg, struct bsh_call *c, 
     return bsh_report(c, EPERM, "device and socket nodes are not made in the sandbox (device %llu:%llu)",
                       (unsigned long long)major((dev_t)dev), (unsigned long long)minor((dev_t)dev));
   if (dot) return refuse(c, EEXIST);
-  return landlock_guarded(cfg, c->path, false) ? BSH_ACT_CONTINUE : create_unless_there(c);
+  return landlock_guarded(cfg, c->path, false) ? continue_create(c, false) : create_unless_there(c);
+}
+
+/* Performed on our duplicate without asking: a chmod there sets no set-id bit (set-id.c). */
+static enum bsh_action direct_on_fd(struct bsh_call *c) {
+  if (c->op != BSH_OP_CHMOD) return BSH_ACT_DIRECT;
+  struct stat st;
+  bool directory = fstat(c->dup_fd, &st) == 0 && S_ISDIR(st.st_mode);
+  return bsh_setid_refused(c->mode, directory) ? bsh_refuse_setid(c, c->mode) : BSH_ACT_DIRECT;
 }
 
 /*
@@ -485,9 +529,9 @@ enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c
   c->follow = false;
   bool anonymous;
   if ((rc = bsh_fd_path(dup, c->path, sizeof c->path, &anonymous)) != 0) return failed(c, rc);
-  if (anonymous) return BSH_ACT_DIRECT;
+  if (anonymous) return direct_on_fd(c);
   if (!bsh_utf8_valid(c->path)) return not_utf8(c);
-  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return BSH_ACT_DIRECT;
+  if (bsh_in_scratch(cfg, c->path) && !bsh_has_dotdot(c->path)) return direct_on_fd(c);
   if (bsh_meta_noop(c)) return BSH_ACT_DONE;
   c->flags |= AT_EMPTY_PATH;
   return ask(c);
@@ -527,7 +571,7 @@ enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call 
     if (rc < 0) return failed(c, rc);
     if (rc == 0) {
       memcpy(c->path, local, strlen(local) + 1);
-      return BSH_ACT_DIRECT;
+      return c->op == BSH_OP_CHMOD ? bsh_setid_chmod_scratch(c) : BSH_ACT_DIRECT;
     }
   }
   return ask(c);

@@ -1,7 +1,7 @@
 /*
  * Refusals the broker would otherwise never hear of. The filter sends some syscalls to
  * the supervisor only so they can be refused *visibly* (io_uring, handles, mounts,
- * namespaces, ptrace, file-attribute ioctls, x32), and sends the calls that act on
+ * namespaces, ptrace, x32; ioctls are ioctl.c's), and sends the calls that act on
  * another process (signals, limits, scheduling) when they name one. A refusal is
  * answered to the target only after it was reported to the broker (BSH_OP_REFUSED),
  * so it is audited like any policy denial and a flood of refused calls waits for the
@@ -89,10 +89,6 @@ enum bsh_action bsh_dec_refusal(struct bsh_call *c, const uint64_t *a) {
     /* Notified only with a namespace flag or CLONE_PARENT (BSH_CLONE_DENY_MASK). */
     return bsh_report(c, EPERM, "new namespaces and CLONE_PARENT are refused in the sandbox (flags %#llx)",
                       (unsigned long long)(uint32_t)a[0]);
-  case __NR_ioctl: {
-    const char *ioc = bsh_refused_ioctl_name((uint32_t)a[1]);
-    return bsh_report(c, EPERM, "%s is refused in the sandbox", ioc ? ioc : "this request");
-  }
   case __NR_kill: return signal_call(c, (long)(int)a[0], (long)(int)a[1]);
   case __NR_rt_sigqueueinfo: return signal_call(c, (long)(int)a[0], (long)(int)a[1]);
   case __NR_pidfd_send_signal: {

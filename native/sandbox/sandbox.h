@@ -166,7 +166,7 @@ int bsh_seccomp_install(char *err, size_t errlen);
 void bsh_seccomp_print_tables(void);
 /* The name of a syscall the filter sends to the supervisor ("syscall-<nr>" if unknown). */
 const char *bsh_syscall_name(int nr, char *buf, size_t cap);
-/* Is `cmd` one of the ioctl requests the filter sends only to have them refused? Its name, or NULL. */
+/* Is `cmd` one of the ioctl requests refused whatever the fd (tty input injection)? Its name, or NULL. */
 const char *bsh_refused_ioctl_name(uint32_t cmd);
 
 /* --- kernel-check.c --- */
@@ -211,6 +211,12 @@ bool bsh_in_scratch(const struct bsh_config *cfg, const char *path);
 bool bsh_is_write_dev(const struct bsh_config *cfg, const char *path);
 bool bsh_fd_alias(const char *path, pid_t tgid, pid_t tid, int *fd);
 bool bsh_proc_fd_path(const char *path, pid_t *pid, int *fd);
+/* /proc/<pid>/fd/<n>, or a path below it (the fd used as a directory). */
+bool bsh_proc_fd_prefix(const char *path, pid_t *pid, int *fd);
+/* Does `path` go below an fd alias of /dev (/dev/fd/<n>/name, /dev/stdin/name)? */
+bool bsh_dev_alias_dir(const char *path);
+/* Rewrites such a path to /proc/<tgid>/fd/<n>/name, the caller's view (else leaves it). 0 or -ENAMETOOLONG. */
+int bsh_rewrite_dev_alias(char *path, size_t cap, pid_t tgid);
 int bsh_local_resolve(const struct bsh_config *cfg, const char *lexical, bool follow, char *out, size_t cap);
 
 /* --- op-decode.c --- */
@@ -238,12 +244,24 @@ enum bsh_action bsh_dec_meta_fd(const struct bsh_config *cfg, struct bsh_call *c
 enum bsh_action bsh_dec_meta_path(const struct bsh_config *cfg, struct bsh_call *c, int dirfd, uint64_t upath,
                                   int atflags, bool null_is_fd);
 
-/* --- refusal.c --- */
-/* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
+/* --- set-id.c --- */
+/* Would `mode` make a set-uid program, or a set-gid one (any set-gid non-directory)? */
+bool bsh_setid_refused(uint32_t mode, bool directory);
+/* Refuse a set-id mode the supervisor would have let through or performed itself (reported, EACCES). */
+enum bsh_action bsh_refuse_setid(struct bsh_call *c, uint32_t mode);
+/* A chmod by path in scratch: DIRECT, DIRECT on a pinned directory for S_ISGID, or refused. */
+enum bsh_action bsh_setid_chmod_scratch(struct bsh_call *c);
+
+/* --- ioctl.c --- */
+/* An ioctl the filter notified: refused on a file or directory of a file system, else continued. */
+enum bsh_action bsh_dec_ioctl(struct bsh_call *c, int fd, uint32_t cmd);
+
 /* --- connect.c --- */
 enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
                                 uint64_t ulen);
 
+/* --- refusal.c --- */
+/* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
 enum bsh_action bsh_report(struct bsh_call *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Syscalls the filter sends only to refuse them visibly, and the calls that act on another
  * process (signals, limits, scheduling): continued for sandboxed targets, else refused. */

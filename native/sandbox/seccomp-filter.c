@@ -6,9 +6,11 @@
  *    (SECCOMP_RET_USER_NOTIF), which decides with the broker and performs it;
  *  - syscalls that would bypass both seccomp and Landlock (io_uring, handles) or
  *    escape the process model (namespaces, mounts, ptrace, keys, bpf, tty input
- *    injection, file-attribute ioctls) are refused — by the supervisor, which also
- *    reports each refusal to the broker so it is audited like a policy denial. They are
- *    rare in real commands, so the round trip costs nothing that matters.
+ *    injection) are refused — by the supervisor, which also reports each refusal to
+ *    the broker so it is audited like a policy denial. They are rare in real commands,
+ *    so the round trip costs nothing that matters.
+ * An ioctl passes only when it cannot reach a file system's own code (terminals, sockets,
+ * a few read-only file requests); the supervisor judges the rest by the fd it names.
  * Calls that act on another process and that Landlock's scoping does not cover
  * (resource limits, scheduling) or covers without a trace (signals) are sent to the
  * supervisor only when they name another process; it lets them through for sandboxed
@@ -25,6 +27,7 @@
 #include <errno.h>
 #include <linux/audit.h>
 #include <linux/btrfs.h>
+#include <linux/fiemap.h>
 #include <linux/filter.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
@@ -124,19 +127,49 @@ struct bsh_ioctl {
 static const struct bsh_ioctl k_deny_ioctl[] = {IOC(TIOCSTI), IOC(TIOCLINUX)};
 
 /*
- * ioctls that change a file or directory through an fd opened READ-ONLY (the kernel asks
- * for ownership, not for a writable fd), so neither the supervisor nor Landlock ever
- * sees them: inode flags (chattr), the fsxattr block, the inode generation, fs-verity
- * (which makes a file immutable for good), an encryption policy on an empty directory,
- * and btrfs subvolumes and snapshots made or removed inside a directory. Refused
- * whatever the fd; the list is an enumeration, kept to calls an owner may make.
+ * An ioctl on a file or directory goes to its file system, and many change the file
+ * through an fd opened READ-ONLY (the kernel asks for ownership, not for a writable fd):
+ * inode flags (chattr), the fsxattr block, the inode generation (FS_IOC_SETVERSION and
+ * ext4's own EXT4_IOC_SETVERSION), fs-verity, encryption policies, btrfs subvolumes,
+ * f2fs and XFS calls of every kind. Neither the supervisor nor Landlock would see them,
+ * and every file system adds its own. So an ioctl passes in BPF only when its request
+ * type is one that never reaches a file system (terminals and the generic fd flags
+ * FIONBIO/FIOCLEX/FIONREAD, 'T'; sockets, 0x89) or it is one of the file system requests
+ * below, known to change nothing. Every other ioctl goes to the supervisor (ioctl.c),
+ * which lets it through on a device, pipe, socket or pseudo file and refuses it on a
+ * file or directory: the next file system's ioctl is refused with no change here.
  */
-static const struct bsh_ioctl k_deny_file_ioctl[] = {
-    IOC(FS_IOC_SETFLAGS), IOC(FS_IOC32_SETFLAGS), IOC(FS_IOC_FSSETXATTR), IOC(FS_IOC_SETVERSION),
-    IOC(FS_IOC32_SETVERSION), IOC(FS_IOC_ENABLE_VERITY), IOC(FS_IOC_SET_ENCRYPTION_POLICY),
-    IOC(BTRFS_IOC_SNAP_CREATE), IOC(BTRFS_IOC_SNAP_CREATE_V2), IOC(BTRFS_IOC_SUBVOL_CREATE),
-    IOC(BTRFS_IOC_SUBVOL_CREATE_V2), IOC(BTRFS_IOC_SNAP_DESTROY), IOC(BTRFS_IOC_SNAP_DESTROY_V2),
-    IOC(BTRFS_IOC_SUBVOL_SETFLAGS), IOC(BTRFS_IOC_SET_RECEIVED_SUBVOL),
+static const struct bsh_ioctl k_pass_ioctl_type[] = {{"terminals and generic fd flags ('T')", 'T'},
+                                                     {"sockets (0x89)", 0x89}};
+
+/* The fs UUID and sysfs path queries (Linux 6.8), missing from older headers. */
+#ifndef FS_IOC_GETFSUUID
+#define BSH_FSUUID_SIZE 17      /* struct fsuuid2: u8 len, u8 uuid[16] */
+#define BSH_FS_SYSFS_PATH_SIZE 129 /* struct fs_sysfs_path: u8 len, u8 name[128] */
+#define FS_IOC_GETFSUUID _IOC(_IOC_READ, 0x15, 0, BSH_FSUUID_SIZE)
+#define FS_IOC_GETFSSYSFSPATH _IOC(_IOC_READ, 0x15, 1, BSH_FS_SYSFS_PATH_SIZE)
+#endif
+
+/* ext4's own name for the generation query (FS_IOC_GETVERSION's twin); ext4 has no uapi header. */
+#define EXT4_IOC_GETVERSION _IOR('f', 3, long)
+
+/*
+ * File system requests that only read: flags, generation, extent map, fsxattr, block size,
+ * label, UUID, verity digest, encryption policy, btrfs facts. FICLONE and FICLONERANGE
+ * write, but only into an fd the kernel demands be open for writing (EBADF otherwise),
+ * and a writable fd on a managed file exists only because the broker allowed (and backed
+ * up) the open: a clone is then one more write through it, like write(2) or
+ * copy_file_range(2), which pass too (cp --reflink). FIDEDUPERANGE is not here: the kernel
+ * lets it change the destination's extents through a read-only fd its owner holds.
+ */
+static const struct bsh_ioctl k_allow_file_ioctl[] = {
+    IOC(FS_IOC_GETFLAGS),     IOC(FS_IOC32_GETFLAGS),   IOC(FS_IOC_GETVERSION),
+    IOC(FS_IOC32_GETVERSION), IOC(EXT4_IOC_GETVERSION), IOC(FS_IOC_FIEMAP),
+    IOC(FS_IOC_FSGETXATTR),   IOC(FIGETBSZ),            IOC(FS_IOC_GETFSLABEL),
+    IOC(FS_IOC_GETFSUUID),    IOC(FS_IOC_GETFSSYSFSPATH), IOC(FS_IOC_MEASURE_VERITY),
+    IOC(FS_IOC_GET_ENCRYPTION_POLICY), IOC(FS_IOC_GET_ENCRYPTION_POLICY_EX),
+    IOC(BTRFS_IOC_FS_INFO),   IOC(BTRFS_IOC_GET_FEATURES), IOC(BTRFS_IOC_GET_SUBVOL_INFO),
+    IOC(FICLONE),             IOC(FICLONERANGE),
 };
 
 /*
@@ -264,6 +297,33 @@ static void mmap_rule(struct prog *p) {
   STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 }
 
+/*
+ * ioctl(fd, cmd): cmd is an unsigned int, so the low half is all of it. Refused requests
+ * are notified; a passing type or an allowed request is allowed; anything else is notified
+ * for the supervisor to look at the fd. Every branch returns, so the nr register may go.
+ * [0] nr? [1] A = cmd, deny: notify, allow: allow, A = type, pass types: allow, notify.
+ */
+static void ioctl_rule(struct prog *p) {
+  size_t body = 1 + 2 * N_OF(k_deny_ioctl) + 2 * N_OF(k_allow_file_ioctl) + 2 + 2 * N_OF(k_pass_ioctl_type) + 1;
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, (uint8_t)body);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
+  for (size_t i = 0; i < N_OF(k_deny_ioctl); i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, k_deny_ioctl[i].cmd, 0, 1);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  }
+  for (size_t i = 0; i < N_OF(k_allow_file_ioctl); i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, k_allow_file_ioctl[i].cmd, 0, 1);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  STMT(BPF_ALU | BPF_RSH | BPF_K, _IOC_TYPESHIFT);
+  STMT(BPF_ALU | BPF_AND | BPF_K, _IOC_TYPEMASK);
+  for (size_t i = 0; i < N_OF(k_pass_ioctl_type); i++) {
+    JUMP(BPF_JMP | BPF_JEQ | BPF_K, k_pass_ioctl_type[i].cmd, 0, 1);
+    STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  }
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+}
+
 static int open_flags_arg(int nr) {
 #if defined(__x86_64__)
   if (nr == __NR_open) return 1;
@@ -289,16 +349,7 @@ static void build(struct prog *p) {
     ret_if_arg_bits(p, nr, open_flags_arg(nr), BSH_OPEN_WRITE_MASK, notify, SECCOMP_RET_ALLOW);
   }
   ret_if_arg_bits(p, __NR_clone, 0, BSH_CLONE_DENY_MASK, notify, SECCOMP_RET_ALLOW);
-  /* ioctl(fd, cmd): cmd is an unsigned int, so the low half is all of it. */
-  size_t n_ioctl = N_OF(k_deny_ioctl) + N_OF(k_deny_file_ioctl);
-  JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, (uint8_t)(2 + 2 * n_ioctl));
-  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
-  for (size_t i = 0; i < n_ioctl; i++) {
-    uint32_t cmd = i < N_OF(k_deny_ioctl) ? k_deny_ioctl[i].cmd : k_deny_file_ioctl[i - N_OF(k_deny_ioctl)].cmd;
-    JUMP(BPF_JMP | BPF_JEQ | BPF_K, cmd, 0, 1);
-    STMT(BPF_RET | BPF_K, notify);
-  }
-  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  ioctl_rule(p);
   /* clone3 keeps its flags in memory BPF cannot read; glibc falls back to clone on ENOSYS. */
   ret_if_nr(p, __NR_clone3, RET_ERRNO(ENOSYS));
   for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, notify);
@@ -363,7 +414,11 @@ void bsh_seccomp_print_tables(void) {
   print_table("deny", k_deny, N_OF(k_deny), false);
   print_table("denyIfNamespace", clone_t, 1, false);
   print_ioctls("denyIoctl", k_deny_ioctl, N_OF(k_deny_ioctl));
-  print_ioctls("denyFileIoctl", k_deny_file_ioctl, N_OF(k_deny_file_ioctl));
+  printf("  \"passIoctlTypes\": [");
+  for (size_t i = 0; i < N_OF(k_pass_ioctl_type); i++)
+    printf("%s{\"name\": \"%s\", \"type\": %u}", i ? ", " : "", k_pass_ioctl_type[i].name, k_pass_ioctl_type[i].cmd);
+  printf("],\n");
+  print_ioctls("allowFileIoctl", k_allow_file_ioctl, N_OF(k_allow_file_ioctl));
   print_table("enosys", clone3_t, 1, true);
   printf("}\n");
 }
@@ -371,8 +426,6 @@ void bsh_seccomp_print_tables(void) {
 const char *bsh_refused_ioctl_name(uint32_t cmd) {
   for (size_t i = 0; i < N_OF(k_deny_ioctl); i++)
     if (k_deny_ioctl[i].cmd == cmd) return k_deny_ioctl[i].name;
-  for (size_t i = 0; i < N_OF(k_deny_file_ioctl); i++)
-    if (k_deny_file_ioctl[i].cmd == cmd) return k_deny_file_ioctl[i].name;
   return NULL;
 }
 

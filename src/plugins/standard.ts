@@ -14,6 +14,7 @@ import { RequesterAccessPlugin } from './requester-access.js';
 import { SandboxTokenPlugin } from './sandbox-token.js';
 import { SessionGrantsPlugin } from './session-grants.js';
 import { SessionGuardPlugin } from './session-guard.js';
+import { SetIdBitsPlugin } from './set-id-bits.js';
 import { ToolCallBindingPlugin } from './tool-call-binding.js';
 
 export interface StandardPluginsOptions {
@@ -62,6 +63,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     }),
     // The broker reads (copies, backs up) and changes for a sandboxed requester only what it could itself.
     new RequesterAccessPlugin(),
+    new SetIdBitsPlugin(),
     new ApprovalPlugin(options.approval),
     // Empty until the owner grants what a person approved (one instance per broker).
     new SessionGrantsPlugin(),

@@ -32,8 +32,13 @@ export const filterTablesSchema = z.strictObject({
   denyIfNamespace: z.array(syscallSchema),
   /** ioctl requests refused whatever the fd (tty input injection). */
   denyIoctl: z.array(z.strictObject({ name: z.string(), cmd: z.number().int() })),
-  /** ioctl requests that change a file without writing it (inode flags, verity), refused. */
-  denyFileIoctl: z.array(z.strictObject({ name: z.string(), cmd: z.number().int() })),
+  /** ioctl request types that never reach a file system (terminals, sockets): allowed in BPF. */
+  passIoctlTypes: z.array(z.strictObject({ name: z.string(), type: z.number().int() })),
+  /**
+   * File-system ioctl requests known to change nothing (or to write only through a
+   * writable fd), allowed in BPF. Every other ioctl is refused on a file or directory.
+   */
+  allowFileIoctl: z.array(z.strictObject({ name: z.string(), cmd: z.number().int() })),
   enosys: z.array(syscallSchema),
 });
 export type FilterTables = z.infer<typeof filterTablesSchema>;

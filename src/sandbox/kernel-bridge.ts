@@ -84,7 +84,9 @@ export function kernelToBrokerRequest(broker: Broker, request: KernelRequest, me
     default:
       targets = operationTargets(operation, { path: request.path });
   }
-  if (request.op === 'mkdir' || request.op === 'mknod' || request.op === 'chmod') options.mode = request.mode & 0o7777;
+  // The mode the call gives: mkdir, mknod and chmod always, an open only when it may create.
+  const creates = request.op === 'open' && (request.flags & (constants.O_CREAT | O_TMPFILE_BIT)) !== 0;
+  if (request.op === 'mkdir' || request.op === 'mknod' || request.op === 'chmod' || creates) options.mode = request.mode & 0o7777;
   return {
     origin: 'kernel',
     action: 'check',

@@ -219,7 +219,11 @@ describe('the seccomp tables', () => {
     );
     expect(names(tables.enosys)).toEqual(['clone3']);
     expect(names(tables.denyIoctl)).toEqual(['TIOCSTI', 'TIOCLINUX']);
-    expect(names(tables.denyFileIoctl)).toEqual(expect.arrayContaining(['FS_IOC_SETFLAGS', 'FS_IOC_FSSETXATTR']));
+    // ioctls: an allow-list of file-system requests that change nothing, the types that never reach a file system.
+    expect(names(tables.allowFileIoctl)).toEqual(expect.arrayContaining(['FS_IOC_GETFLAGS', 'FS_IOC_GETVERSION', 'FS_IOC_FIEMAP', 'FS_IOC_FSGETXATTR', 'FIGETBSZ', 'FICLONE']));
+    expect(names(tables.allowFileIoctl)).not.toEqual(expect.arrayContaining(['FS_IOC_SETFLAGS']));
+    expect(names(tables.allowFileIoctl).filter((name) => /SET|DEDUPE|ENABLE/.test(name))).toEqual([]);
+    expect(tables.passIoctlTypes.map((entry) => entry.type)).toEqual([0x54, 0x89]);
     expect(names(tables.notifyIfOtherProcess)).toEqual(expect.arrayContaining(['kill', 'pidfd_send_signal']));
     if (tables.arch === 'x86_64') expect(names(tables.notify)).toEqual(expect.arrayContaining(['rename', 'creat', 'utime']));
   });

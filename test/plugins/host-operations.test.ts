@@ -388,15 +388,21 @@ describe('rename', () => {
 });
 
 describe('copy', () => {
-  it.each([0o644, 0o600, 0o755, 0o777, 0o666, 0o4750].map((mode) => [mode.toString(8), mode] as const))(
-    'copies a file with its bytes and mode %s',
-    async (_label, mode) => {
+  // Set-uid and set-gid are left out, as cp without -p does: the copy would be a privileged program.
+  it.each(
+    ([[0o644, 0o644], [0o600, 0o600], [0o755, 0o755], [0o777, 0o777], [0o666, 0o666], [0o1755, 0o1755], [0o4750, 0o750], [0o2755, 0o755], [0o6711, 0o711]] as const).map(
+      ([mode, copied]) => [mode.toString(8), mode, copied] as const,
+    ),
+  )(
+    'copies a file with its bytes and mode %s (set-id bits left out)',
+    async (_label, mode, copied) => {
     const bytes = Buffer.from(Array.from({ length: 300_000 }, (_v, i) => (i * 31) % 256));
     await fs.writeFile(w('src.bin'), bytes);
     await fs.chmod(w('src.bin'), mode);
     expectOk(await run('copy', { from: w('src.bin'), to: w('dst.bin') }));
     expect((await fs.readFile(w('dst.bin'))).equals(bytes)).toBe(true);
-    expect(await modeOf(w('dst.bin'))).toBe(mode);
+    expect(await modeOf(w('dst.bin'))).toBe(copied);
+    expect(await modeOf(w('src.bin'))).toBe(mode);
     expect((await fs.readFile(w('src.bin'))).equals(bytes)).toBe(true);
     },
   );
@@ -430,6 +436,19 @@ describe('copy', () => {
     expect((await fs.lstat(w('copy', 'link-to-mid'))).isSymbolicLink()).toBe(true);
     // Distinct files, not links to the originals.
     expect((await fs.stat(w('copy', 'top.txt'))).ino).not.toBe((await fs.stat(w('tree', 'top.txt'))).ino);
+  });
+
+  it('with recursive keeps a set-gid directory set-gid, and leaves out a set-uid bit and the set-gid of a file', async () => {
+    await fs.mkdir(w('tree', 'shared'), { recursive: true });
+    await fs.chmod(w('tree', 'shared'), 0o2775);
+    await fs.mkdir(w('tree', 'odd'));
+    await fs.chmod(w('tree', 'odd'), 0o4755);
+    await fs.writeFile(w('tree', 'shared', 'prog'), 'x');
+    await fs.chmod(w('tree', 'shared', 'prog'), 0o6755);
+    expectOk(await run('copy', { from: w('tree'), to: w('copy') }, { recursive: true }));
+    expect(await modeOf(w('copy', 'shared'))).toBe(0o2775);
+    expect(await modeOf(w('copy', 'odd'))).toBe(0o755);
+    expect(await modeOf(w('copy', 'shared', 'prog'))).toBe(0o755);
   });
 
   it('fails with EISDIR for a directory without recursive and creates nothing', async () => {

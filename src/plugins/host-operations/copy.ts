@@ -2,6 +2,7 @@ import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, read, write
 import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { errnoOf } from '../../core/index.js';
+import { withoutPrivilegeBits } from '../set-id-bits.js';
 import { fsError, listNames, type FsAt } from './fs-at.js';
 
 const readAt = promisify(read);
@@ -69,9 +70,10 @@ export async function copyFile(fsAt: FsAt, from: string, to: string): Promise<vo
     const { fd: output, created } = openDestination(fsAt, to, source);
     try {
       await pump(input, output);
-      // A new file gets the source's mode once it is complete (a write would clear set-id bits);
-      // an existing one keeps its own, as cp does.
-      if (created) fchmodSync(output, source.mode & 0o7777);
+      // A new file gets the source's mode once it is complete, less set-uid and set-gid (a
+      // privileged program the requester could not make itself), as cp without -p does; an
+      // existing one keeps its own, as cp does.
+      if (created) fchmodSync(output, withoutPrivilegeBits(source.mode & 0o7777, false));
     } finally {
       closeSync(output);
     }
@@ -135,7 +137,7 @@ async function copyTree(fsAt: FsAt, from: string, to: string): Promise<void> {
     for (const name of await listNames(here)) {
       await copyEntry(fsAt, join(from, name), join(here, name), join(to, name), true);
     }
-    if (created) fsAt.chmod(to, mode);
+    if (created) fsAt.chmod(to, withoutPrivilegeBits(mode, true));
   } finally {
     closeSync(dir);
   }
