@@ -83,8 +83,9 @@ describe('git config that points git elsewhere', () => {
     const result = await brokeredShell(world, ['run', '--yes', '--session', 'reread', '--', command], { env: GIT_IDENTITY });
     expect(result.status, describeRun(result)).toBe(0);
     expect(result.stderr).toContain(`write ${path.join(world.ws, '.git', 'config')}`);
-    // Written before the config named its folder, the hook was nobody's; after, a person is asked.
-    expect(result.stderr).toContain(`write ${path.join(world.ws, 'newhooks', 'pre-commit')}`);
+    // Made after the config named it, the hooks folder is asked about (here approved whole: the command made it).
+    expect(result.stderr).toContain(`write ${path.join(world.ws, 'newhooks')} by mkdir`);
+    expect(result.stderr).toContain('is the hooks folder core.hooksPath names');
   });
 
   it('a nested repository in the workspace is followed too', async () => {
