@@ -1,7 +1,8 @@
 import { access, constants, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
-import { native, type KernelProbe } from '../native/index.js';
+import { native, nativeProblemLine, type KernelProbe } from '../native/index.js';
 import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printJson, table, type Io } from './output.js';
@@ -36,7 +37,8 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   try {
     kernel = native().probeKernel();
   } catch (error) {
-    checks.push({ name: 'native addon', ok: false, detail: describeError(error), required: true });
+    // One line: a table row (the addon's error lists each path tried on a line of its own).
+    checks.push({ name: 'native addon', ok: false, detail: nativeProblemLine(error), required: true });
   }
   if (kernel) {
     const note = (word: string) => kernel?.notes.find((n) => n.toLowerCase().includes(word)) ?? 'missing';
@@ -74,7 +76,7 @@ function preloadCheck(): Check {
   try {
     return { name: 'preload library', ok: true, detail: locatePreloadLibrary(), required: false };
   } catch (error) {
-    return { name: 'preload library', ok: false, detail: describeError(error).split('\n')[0] ?? 'not built', required: false };
+    return { name: 'preload library', ok: false, detail: nativeProblemLine(error), required: false };
   }
 }
 
@@ -95,6 +97,8 @@ export function defaultRuntime(seccomp: boolean, checks: readonly Check[], prelo
 
 async function storeCheck(home: string): Promise<Check> {
   const check = (ok: boolean, detail: string): Check => ({ name: 'backup store', ok, detail, required: false });
+  const located = storeLocationProblem(home);
+  if (located) return check(false, `${home} cannot hold the backup store: ${located}`);
   try {
     if (!(await stat(home)).isDirectory()) return check(false, `${home} is not a directory`);
     await access(home, constants.W_OK | constants.X_OK);
