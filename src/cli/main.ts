@@ -49,7 +49,7 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
 
   program
     .command('run')
-    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox, 77: needs approval)')
+    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: nothing could start, 77: needs approval)')
     .argument('<command>', 'the shell command, quoted as one argument (put it after --)')
     // Several words get a hint instead of commander's count: joining them would lose their quoting.
     .allowExcessArguments(true)
