@@ -1,8 +1,9 @@
 import { access, constants, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { storeLocationProblem } from '../agent/preflight.js';
+import { checkLauncher, storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
 import { native, nativeProblemLine, type KernelProbe } from '../native/index.js';
+import { locateSandboxBinary } from '../sandbox/locate.js';
 import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printJson, table, type Io } from './output.js';
@@ -30,6 +31,7 @@ export interface DoctorReport {
 }
 
 const SECCOMP_REASON = 'Landlock + seccomp user notification';
+const LAUNCHER_CHECK = 'sandbox launcher';
 
 export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
   const checks: Check[] = [];
@@ -63,6 +65,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
       { name: 'fchmodat2', ok: kernel.fchmodat2, detail: kernel.fchmodat2 ? 'available' : note('fchmodat2'), required: true },
     );
   }
+  checks.push(launcherCheck());
   const preload = preloadCheck();
   checks.push(preload);
   const home = resolveHome(env);
@@ -70,6 +73,16 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   const seccomp = checks.every((c) => c.ok || !c.required);
   const { runtime, runtimeReason } = defaultRuntime(seccomp, checks, preload.ok, kernel);
   return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks };
+}
+
+/** Every runtime starts commands through the launcher, and it must answer as this version's does. */
+function launcherCheck(): Check {
+  try {
+    const support = checkLauncher();
+    return { name: LAUNCHER_CHECK, ok: true, detail: `${locateSandboxBinary()}${support.ok ? '' : ` (kernel check: ${support.message})`}`, required: true };
+  } catch (error) {
+    return { name: LAUNCHER_CHECK, ok: false, detail: error instanceof Error ? error.message : String(error), required: true };
+  }
 }
 
 function preloadCheck(): Check {
@@ -90,6 +103,7 @@ export function defaultRuntime(seccomp: boolean, checks: readonly Check[], prelo
   const missing = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
   const why = `the seccomp runtime lacks ${missing.join(', ')}`;
   if (missing.includes('native addon')) return { runtime: 'none', runtimeReason: `${why}; the broker needs it for every runtime` };
+  if (missing.includes(LAUNCHER_CHECK)) return { runtime: 'none', runtimeReason: `${why}; every runtime starts commands through it` };
   if (!preloadBuilt) return { runtime: 'none', runtimeReason: `${why}, and the preload library is not built` };
   const landlock = kernel && kernel.landlockAbi > 0 ? `over Landlock ABI ${kernel.landlockAbi}` : 'without Landlock, so its checks are advisory';
   return { runtime: 'preload', runtimeReason: `${why}; the preload library asks the broker from inside dynamically linked programs, ${landlock}` };

@@ -140,13 +140,24 @@ describe('run: an invalid configuration → 126 before the command starts', () =
 });
 
 describe('doctor and --version', () => {
-  it('doctor without a build: one line per check, no escaped line break, exit 1', async () => {
+  it('doctor without a build: one line per check, no escaped line break, exit 1', () => {
     const result = spawnSync(process.execPath, [path.join(pkg, 'bin', 'brokered-shell.js'), 'doctor'], { env: { ...process.env, BROKERED_SHELL_HOME: home }, encoding: 'utf8' });
     expect(result.status, result.stderr).toBe(1);
     expect(result.stdout).not.toContain('\\n');
     const addon = result.stdout.split('\n').find((line) => line.includes('native addon'));
     expect(addon).toMatch(/^MISSING\s+native addon\s+the brokered-shell native addon could not be loaded \(tried .*build\/Release\/brokered_shell_native\.node: not found; .*\); rebuild it: /);
     expect(result.stdout).toMatch(/^warn\s+preload library\s+the brokered-preload\.so library was not found \(tried /m);
+    expect(result.stdout).toMatch(/^MISSING\s+sandbox launcher\s+the brokered-sandbox launcher was not found \(tried /m);
+    expect(result.stdout.trimEnd().split('\n').at(-1)).toBe('runtime: none — `run` will refuse to start');
+  });
+
+  it('doctor with a launcher that does not answer as its contract says: MISSING, runtime none', async () => {
+    await copyBuild('brokered_shell_native.node', 'brokered-preload.so');
+    await fs.writeFile(path.join(release(), 'brokered-sandbox'), '#!/bin/sh\nexit 3\n', { mode: 0o755 });
+    const result = spawnSync(process.execPath, [path.join(pkg, 'bin', 'brokered-shell.js'), 'doctor'], { env: { ...process.env, BROKERED_SHELL_HOME: home }, encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(1);
+    expect(result.stdout).toMatch(/^MISSING\s+sandbox launcher\s+the launcher .*brokered-sandbox does not answer --check as this version's does \(exit 3\)/m);
+    expect(result.stdout).toMatch(/^runtime: none — `run` will refuse to start$/m);
   });
 
   it('--version and -V print the version in package.json', () => {
