@@ -18,13 +18,31 @@ function fingerprint(file) {
   return String(info && [info.mtimeMs, info.size]);
 }
 
-/** '' for a plain `node`, else a short hash of its flags (FNV-1a: no crypto module at start). */
+/** FNV-1a as hex, of a string's UTF-16 units or a buffer's bytes: no crypto module at start. */
+function fnv1a(units) {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < units.length; i += 1) hash = Math.imul(hash ^ (typeof units === 'string' ? units.charCodeAt(i) : units[i]), 0x01000193);
+  return (hash >>> 0).toString(16);
+}
+
+/** '' for a plain `node`, else a short hash of its flags. */
 function flagsKey() {
   const flags = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].join('\0');
-  if (flags === '') return '';
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < flags.length; i += 1) hash = Math.imul(hash ^ flags.charCodeAt(i), 0x01000193);
-  return `-${(hash >>> 0).toString(16)}`;
+  return flags === '' ? '' : `-${fnv1a(flags)}`;
+}
+
+/**
+ * Whether the bundle matches dist/ (toolchain/bundle-stamps.mjs says why these): in a
+ * checkout, while both stamp files are as the build found them; in an installed package
+ * (no dependency tree of its own), while dist/cli/main.js is the one it was packed with.
+ */
+function bundleMatches(manifest) {
+  const stamps = STAMP_FILES.map(fingerprint);
+  if (stamps.every((stamp, i) => stamp === String(manifest.stamps[STAMP_FILES[i]]))) return true;
+  const packed = manifest.packed && manifest.packed[STAMP_FILES[0]];
+  if (!Array.isArray(packed) || stamps[1] !== 'undefined') return false;
+  const main = readFileSync(path.join(root, STAMP_FILES[0]));
+  return String([main.length, fnv1a(main)]) === String(packed);
 }
 
 // The commands of src/cli/main.ts, kept in step (test/cli/launcher.test.ts checks).
@@ -44,7 +62,7 @@ function loadBundle() {
   try {
     manifest = JSON.parse(readFileSync(path.join(dir, 'cli.json'), 'utf8'));
     // Built from another dist/ than the one on disk (a later tsc or npm install): stale.
-    if (!STAMP_FILES.every((file) => fingerprint(file) === String(manifest.stamps[file]))) return undefined;
+    if (!bundleMatches(manifest)) return undefined;
     // An ASCII bundle (the usual case) reads faster as latin1: no UTF-8 decoding.
     source = readFileSync(path.join(dir, 'cli.cjs'), manifest.ascii === true ? 'latin1' : 'utf8');
     // Replaced by a build between the two reads: not the bundle the manifest describes.

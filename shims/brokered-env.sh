@@ -6,12 +6,12 @@
 #   shims/brokered-env.sh               # just print the export lines
 #
 # Exports:
-#   BROKERED_SHELL_BIN_DIR   shims/brokered-bin (the dispatcher and its command links),
+#   BROKERED_SHELL_BIN_DIR   shims/brokered-bin (the dispatcher and its command files),
 #                            moved to the front of PATH (once, however often this runs)
 #   BROKERED_SHELL_TOYBOX    the toybox binary; kept when already set, else `toybox`
 #                            from PATH as an absolute path (plain `toybox` if none)
-#   BROKERED_SHELL_REQUEST   the brokered-request client built by node-gyp; kept when
-#                            already set, else build/Release (or build/Debug) of this package
+#   BROKERED_SHELL_REQUEST   the brokered-request client; kept when already set, else this
+#                            package's build/Release, build/Debug or prebuilds/linux-<arch>
 # The broker itself is found through BROKERED_SHELL_SOCKET and the session variables,
 # which the process that starts the shell sets; this script does not touch them.
 
@@ -54,11 +54,14 @@ __bsh_env_main() {
 
   local request=${BROKERED_SHELL_REQUEST:-}
   if [ -z "$request" ]; then
-    local root=${dir%/*} build
+    # Where src/native/loader.ts looks: a build made here, else the package's prebuild.
+    local root=${dir%/*} arch build
+    arch=$(uname -m 2>/dev/null)
+    case $arch in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; esac
     request="$root/build/Release/brokered-request"
-    for build in Release Debug; do
-      if [ -x "$root/build/$build/brokered-request" ]; then
-        request="$root/build/$build/brokered-request"
+    for build in build/Release build/Debug "prebuilds/linux-$arch"; do
+      if [ -x "$root/$build/brokered-request" ]; then
+        request="$root/$build/brokered-request"
         break
       fi
     done

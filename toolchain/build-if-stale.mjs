@@ -6,22 +6,19 @@
 // one-file bundle of the CLI (toolchain/bundle-cli.mjs) when tsc ran or npm reinstalled the
 // dependencies since it was made; the bin falls back to dist/ without it.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleIsCurrent } from './bundle-stamps.mjs';
+import { BUILD_DIR, NATIVE_FILES } from './native-dirs.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const jobs = {
   native: {
     sources: ['binding.gyp', 'native'],
-    outputs: [
-      'build/Release/brokered_shell_native.node',
-      'build/Release/brokered-sandbox',
-      'build/Release/brokered-request',
-      'build/Release/brokered-preload.so',
-    ],
+    outputs: NATIVE_FILES.map((file) => `${BUILD_DIR}/${file}`),
     command: ['node-gyp', 'rebuild'],
+    before: missingCompilers,
   },
   ts: {
     sources: ['src', 'tsconfig.json', 'tsconfig.build.json'],
@@ -33,6 +30,25 @@ const jobs = {
     },
   },
 };
+
+/** The first of `names` on PATH, or undefined. */
+function onPath(names) {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    for (const name of names) if (dir !== '' && existsSync(path.join(dir, name))) return name;
+  }
+  return undefined;
+}
+
+/** Why node-gyp cannot build here, asked first: its own failure is pages of gyp output. */
+function missingCompilers() {
+  const tools = [['make'], ['cc', 'gcc', 'clang'], ['c++', 'g++', 'clang++'], ['python3']];
+  const missing = tools.filter((names) => onPath(names) === undefined).map((names) => names[0]);
+  if (missing.length === 0) return undefined;
+  return [
+    `cannot build the native parts: ${missing.join(', ')} not found on PATH`,
+    'install a C/C++ toolchain and python3 (Debian: `apt-get install build-essential python3`, which `bash toolchain/install-debian-packages.sh` does), then run `npm rebuild brokered-shell` (in a checkout: `npm ci`)',
+  ].join('\n');
+}
 
 function newest(entry) {
   const full = path.join(root, entry);
@@ -62,9 +78,19 @@ const force = process.env.BROKERED_SHELL_FORCE_BUILD === '1';
 // npm puts node_modules/.bin (and its own node-gyp) on PATH for lifecycle scripts; add
 // the local bin dir for manual runs too.
 const env = { ...process.env, PATH: [path.join(root, 'node_modules', '.bin'), process.env.PATH].filter(Boolean).join(path.delimiter) };
-const run = (command) => spawnSync(command[0], command.slice(1), { cwd: root, stdio: 'inherit', env }).status ?? 1;
+const run = (command) => {
+  const result = spawnSync(command[0], command.slice(1), { cwd: root, stdio: 'inherit', env });
+  // npm puts node-gyp on PATH for its scripts; a run outside npm may not have it.
+  if (result.error) console.error(`brokered-shell: cannot run ${command[0]}: ${result.error.message}`);
+  return result.status ?? 1;
+};
 const built = force || oldestOutput(job.outputs) < Math.max(...job.sources.map(newest));
 if (built) {
+  const refusal = job.before?.();
+  if (refusal) {
+    console.error(refusal.replace(/^/gm, 'brokered-shell: '));
+    process.exit(1);
+  }
   const status = run(job.command);
   if (status !== 0) process.exit(status);
 }

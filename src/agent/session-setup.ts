@@ -10,9 +10,11 @@ import { BrokerServer } from '../ipc/server.js';
 import { socketPeerCredentials } from '../native/index.js';
 import { CacheRootsPlugin } from '../plugins/cache-roots/index.js';
 import { standardPlugins } from '../plugins/standard.js';
+import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { completeSessionConfig, standardOptionsOf, type SessionConfig } from './config.js';
 import { createBroker } from './create-broker.js';
 import { SandboxUnavailableError } from './errors.js';
+import { checkAddon, checkLauncher, checkStore } from './preflight.js';
 import { selectRuntime, type RuntimeChoice } from './runtime.js';
 import { SOCKET_NAME, makeSocketDir } from './socket-dir.js';
 import { resolveWorkspace } from './workspace.js';
@@ -87,6 +89,12 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
   const sessionId = validateSessionId(options.sessionId ?? newId('session'));
   const home = options.home ?? resolveHome(env);
   const undo: Array<() => Promise<unknown>> = [];
+  // Before anything is made or started: what a command would otherwise fail on halfway.
+  // The broker calls the addon in every session (backups, peer credentials).
+  const launcher = config.sandbox.enabled ? checkLauncher() : undefined;
+  checkAddon();
+  // A store where a mkdir never returns (procfs) would hang the first backup.
+  await checkStore(home, 'possible');
   const release = async () => {
     for (const action of undo.splice(0).reverse()) await action().catch(() => undefined);
   };
@@ -95,8 +103,8 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
     let socketDir: string | undefined;
     let scratchBase: string | undefined;
     let runtime: RuntimeChoice | undefined;
-    if (config.sandbox.enabled) {
-      runtime = selectRuntime(config.sandbox.runtime);
+    if (launcher) {
+      runtime = selectRuntime(config.sandbox.runtime, { seccomp: () => launcher, preload: () => locatePreloadLibrary() });
       if (runtime.fallback) log.warn({ phase: 'session', runtime: runtime.runtime }, runtime.fallback);
       scratchBase = await step("cannot make the command's temp dir", async () => {
         const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'brokered-shell-scratch-')));

@@ -1,7 +1,9 @@
 import { access, constants, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { checkLauncher, storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
-import { native, type KernelProbe } from '../native/index.js';
+import { native, nativeProblemLine, type KernelProbe } from '../native/index.js';
+import { locateSandboxBinary } from '../sandbox/locate.js';
 import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printJson, table, type Io } from './output.js';
@@ -29,6 +31,7 @@ export interface DoctorReport {
 }
 
 const SECCOMP_REASON = 'Landlock + seccomp user notification';
+const LAUNCHER_CHECK = 'sandbox launcher';
 
 export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
   const checks: Check[] = [];
@@ -36,7 +39,8 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   try {
     kernel = native().probeKernel();
   } catch (error) {
-    checks.push({ name: 'native addon', ok: false, detail: describeError(error), required: true });
+    // One line: a table row (the addon's error lists each path tried on a line of its own).
+    checks.push({ name: 'native addon', ok: false, detail: nativeProblemLine(error), required: true });
   }
   if (kernel) {
     const note = (word: string) => kernel?.notes.find((n) => n.toLowerCase().includes(word)) ?? 'missing';
@@ -61,6 +65,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
       { name: 'fchmodat2', ok: kernel.fchmodat2, detail: kernel.fchmodat2 ? 'available' : note('fchmodat2'), required: true },
     );
   }
+  checks.push(launcherCheck());
   const preload = preloadCheck();
   checks.push(preload);
   const home = resolveHome(env);
@@ -70,11 +75,21 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks };
 }
 
+/** Every runtime starts commands through the launcher, and it must answer as this version's does. */
+function launcherCheck(): Check {
+  try {
+    const support = checkLauncher();
+    return { name: LAUNCHER_CHECK, ok: true, detail: `${locateSandboxBinary()}${support.ok ? '' : ` (kernel check: ${support.message})`}`, required: true };
+  } catch (error) {
+    return { name: LAUNCHER_CHECK, ok: false, detail: error instanceof Error ? error.message : String(error), required: true };
+  }
+}
+
 function preloadCheck(): Check {
   try {
     return { name: 'preload library', ok: true, detail: locatePreloadLibrary(), required: false };
   } catch (error) {
-    return { name: 'preload library', ok: false, detail: describeError(error).split('\n')[0] ?? 'not built', required: false };
+    return { name: 'preload library', ok: false, detail: nativeProblemLine(error), required: false };
   }
 }
 
@@ -88,6 +103,7 @@ export function defaultRuntime(seccomp: boolean, checks: readonly Check[], prelo
   const missing = checks.filter((c) => c.required && !c.ok).map((c) => c.name);
   const why = `the seccomp runtime lacks ${missing.join(', ')}`;
   if (missing.includes('native addon')) return { runtime: 'none', runtimeReason: `${why}; the broker needs it for every runtime` };
+  if (missing.includes(LAUNCHER_CHECK)) return { runtime: 'none', runtimeReason: `${why}; every runtime starts commands through it` };
   if (!preloadBuilt) return { runtime: 'none', runtimeReason: `${why}, and the preload library is not built` };
   const landlock = kernel && kernel.landlockAbi > 0 ? `over Landlock ABI ${kernel.landlockAbi}` : 'without Landlock, so its checks are advisory';
   return { runtime: 'preload', runtimeReason: `${why}; the preload library asks the broker from inside dynamically linked programs, ${landlock}` };
@@ -95,6 +111,8 @@ export function defaultRuntime(seccomp: boolean, checks: readonly Check[], prelo
 
 async function storeCheck(home: string): Promise<Check> {
   const check = (ok: boolean, detail: string): Check => ({ name: 'backup store', ok, detail, required: false });
+  const located = storeLocationProblem(home);
+  if (located) return check(false, `${home} cannot hold the backup store: ${located}`);
   try {
     if (!(await stat(home)).isDirectory()) return check(false, `${home} is not a directory`);
     await access(home, constants.W_OK | constants.X_OK);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from './exit-codes.js';
 import { describeError, processIo, type Io } from './output.js';
@@ -19,6 +20,15 @@ async function logger(options: LogOptions) {
   return createLogger({ pretty: options.logFormat === 'pretty', level: options.logLevel });
 }
 
+/**
+ * This package's version, from its package.json: two levels above this module, as from
+ * dist/cli/, src/cli/ and dist/bundle/ alike.
+ */
+function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+}
+
 /** One single-quoted shell word. */
 function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
@@ -28,6 +38,7 @@ function shellQuote(text: string): string {
 export function buildProgram(io: Io, setStatus: (status: number) => void): Command {
   const program = new Command('brokered-shell')
     .description('Run shell commands under a policy broker that backs up every file before it changes')
+    .version(packageVersion(), '-V, --version', 'print the version of brokered-shell')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
 
@@ -38,7 +49,7 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
 
   program
     .command('run')
-    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: no sandbox, 77: needs approval)')
+    .description('run COMMAND with bash in the kernel sandbox, as one turn; exits with its status (126: nothing could start, 77: needs approval)')
     .argument('<command>', 'the shell command, quoted as one argument (put it after --)')
     // Several words get a hint instead of commander's count: joining them would lose their quoting.
     .allowExcessArguments(true)

@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { BROKER_ENV } from '../agent/env.js';
 import { SandboxUnavailableError } from '../agent/errors.js';
+import { checkStore } from '../agent/preflight.js';
 import { createSandboxSession, type SandboxSession } from '../agent/session.js';
 import type { Approver, ExecuteResult, ExecutionMode, RunningCommand } from '../agent/types.js';
 import { resolveWorkspace } from '../agent/workspace.js';
 import { resolveHome } from '../backup/layout.js';
 import { HOME_CONFIG_FILE } from '../config/schema.js';
-import { ErrorCodes, type Logger } from '../core/index.js';
+import { BrokerError, ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type ApprovalChoice, type AskedQuestion, type PromptBlock } from '../plugins/approval/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
@@ -71,20 +72,37 @@ function widestForTurn(choices: readonly ApprovalChoice[]): ApprovalChoice | und
  * modifying syscall of the command and its children goes through the broker's pipeline;
  * what needs approval is asked (and, approved, the command runs again brokered, in the
  * same turn); the turn is committed at the end. The exit status is the command's; 126
- * when the sandbox cannot start; 77 when something needs approval and nobody could give it.
+ * when nothing could be started (an invalid configuration, a missing or stale addon or
+ * launcher, an unusable store); 77 when something needs approval and nobody could give it.
  */
 export async function runCommand(io: Io, command: string, options: RunOptions, log: Logger, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const workspace = await resolveWorkspace(options.workspace);
-  const base = await effectiveConfig(workspace, options.policy, env);
+  let base: Awaited<ReturnType<typeof effectiveConfig>>;
+  try {
+    base = await effectiveConfig(workspace, options.policy, env);
+  } catch (error) {
+    if (!(error instanceof BrokerError) || error.code !== ErrorCodes.INVALID_OPTIONS) throw error;
+    return cannotStart(io, 'the configuration is invalid', describeError(error));
+  }
   const config = { ...base, sandbox: { ...base.sandbox, ...(options.runtime ? { runtime: options.runtime } : {}) } };
   const approver = approverFor(io, options);
+  const home = resolveHome(env);
+  // The CLI's promise is a turn kept in the store, every existing file backed up first: a
+  // store it cannot write stops `run` here, not at the command's first change.
+  try {
+    await checkStore(home, 'usable');
+  } catch (error) {
+    if (!(error instanceof BrokerError) || error.code !== ErrorCodes.STORE_UNAVAILABLE) throw error;
+    return cannotStart(io, 'the backup store cannot be used', describeError(error));
+  }
   let session: SandboxSession;
   try {
+    // Checks the launcher and the addon before anything starts.
     session = await createSandboxSession({
       workspace,
       sessionId: options.session ?? newId('run'),
       config,
-      home: resolveHome(env),
+      home,
       env,
       logger: log,
       ...(approver ? { approver } : {}),
@@ -92,10 +110,8 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       storeUnavailable: 'deny-changes',
     });
   } catch (error) {
-    if (error instanceof SandboxUnavailableError) {
-      io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${describeError(error)}`);
-      return ExitCode.SANDBOX_UNAVAILABLE;
-    }
+    if (error instanceof SandboxUnavailableError) return cannotStart(io, 'the sandbox cannot start', describeError(error));
+    if (error instanceof BrokerError && error.code === ErrorCodes.STORE_UNAVAILABLE) return cannotStart(io, 'the backup store cannot be used', describeError(error));
     throw error;
   }
   if (session.runtimeNotice) io.err(`brokered-shell run: ${session.runtimeNotice}`);
@@ -124,10 +140,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     try {
       result = await session.execute(command, { toolCallId: newId('call'), stdin: 'inherit', output: 'inherit', onStart });
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) {
-        io.err(`brokered-shell run: the sandbox cannot start, nothing was run: ${describeError(error)}`);
-        return ExitCode.SANDBOX_UNAVAILABLE;
-      }
+      if (error instanceof SandboxUnavailableError) return cannotStart(io, 'the sandbox cannot start', describeError(error));
       throw error;
     }
     const outside = UNSANDBOXED[result.mode];
@@ -147,6 +160,12 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     for (const [signal, forward] of forwarders) process.off(signal, forward);
     await session.close();
   }
+}
+
+/** `run` refused to start: one line on stderr (a configuration's problems one per line after it), status 126. */
+function cannotStart(io: Io, what: string, why: string): number {
+  io.err(`brokered-shell run: ${what}, nothing was run: ${why}`);
+  return ExitCode.SANDBOX_UNAVAILABLE;
 }
 
 /**

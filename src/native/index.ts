@@ -1,4 +1,16 @@
-export { native, loadNative, findPackageRoot, addonCandidates, type LoadAttempt } from './loader.js';
+export {
+  native,
+  loadNative,
+  findPackageRoot,
+  addonCandidates,
+  locateNativeFile,
+  nativeCandidates,
+  nativeDirs,
+  nativeProblemLine,
+  REBUILD_HINT,
+  type LoadAttempt,
+  type NativeUnavailableDetails,
+} from './loader.js';
 export { isNativeBinding, missingBindingFunctions, BINDING_FUNCTION_NAMES, type NativeBinding } from './bindings.js';
 export { socketFd, socketPeerCredentials } from './socket-fd.js';
 export {

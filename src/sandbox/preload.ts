@@ -1,8 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, existsSync } from 'node:fs';
-import path from 'node:path';
-import { BrokerError, ErrorCodes } from '../core/errors.js';
-import { findPackageRoot } from '../native/loader.js';
+import { findPackageRoot, locateNativeFile, nativeCandidates } from '../native/loader.js';
 import { locateSandboxBinary } from './locate.js';
 import type { SandboxExit, SandboxStdio } from './spawn.js';
 
@@ -20,11 +17,10 @@ import type { SandboxExit, SandboxStdio } from './spawn.js';
 
 /** The library's file name; node-gyp builds it next to the addon. */
 export const PRELOAD_LIBRARY = 'brokered-preload.so';
-const BUILD_DIRS = ['build/Release', 'build/Debug'] as const;
 
 /** The library paths tried under the package root, in order. */
 export function preloadLibraryCandidates(root: string): string[] {
-  return BUILD_DIRS.map((dir) => path.join(root, dir, PRELOAD_LIBRARY));
+  return nativeCandidates(root, PRELOAD_LIBRARY);
 }
 
 /**
@@ -32,28 +28,7 @@ export function preloadLibraryCandidates(root: string): string[] {
  * from a search path). Throws NATIVE_UNAVAILABLE naming every path tried.
  */
 export function locatePreloadLibrary(root: string = findPackageRoot()): string {
-  const tried: { path: string; reason: string }[] = [];
-  for (const candidate of preloadLibraryCandidates(root)) {
-    if (!existsSync(candidate)) {
-      tried.push({ path: candidate, reason: 'not found' });
-      continue;
-    }
-    try {
-      accessSync(candidate, constants.R_OK);
-      return candidate;
-    } catch {
-      tried.push({ path: candidate, reason: 'not readable' });
-    }
-  }
-  throw new BrokerError(
-    ErrorCodes.NATIVE_UNAVAILABLE,
-    [
-      `the ${PRELOAD_LIBRARY} library was not found; tried:`,
-      ...tried.map((attempt) => `  ${attempt.path}: ${attempt.reason}`),
-      'Build it with `npm run build` (or `npx node-gyp rebuild`) in the package root.',
-    ].join('\n'),
-    { details: { root, tried } },
-  );
+  return locateNativeFile(root, PRELOAD_LIBRARY, `the ${PRELOAD_LIBRARY} library`, 'read');
 }
 
 export interface SpawnPreloadedOptions {

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
  *
  * `src/ui/public/` is found from this module's own place: `src/ui/` when run from the
  * sources, `dist/ui/` when run compiled — both two levels below the package root, and
- * the package ships `src/` beside `dist/`.
+ * the package ships `src/ui/public/` beside `dist/`.
  */
 export const PUBLIC_DIR = fileURLToPath(new URL('../../src/ui/public/', import.meta.url));
 

@@ -5,6 +5,10 @@ import path from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/main.js';
 import { REPO_ROOT, tempDir } from './helpers.js';
+// @ts-expect-error -- plain JavaScript for the build scripts, no declarations
+import * as stamps from '../../toolchain/bundle-stamps.mjs';
+
+const { packedRecord } = stamps as { packedRecord: (root: string) => Record<string, [number, string]> };
 
 // bin/brokered-shell.js runs dist/bundle/cli.cjs (toolchain/bundle-cli.mjs) only while the
 // stamps its manifest recorded still match, else dist/cli/main.js. A copy of the package
@@ -169,5 +173,53 @@ describe('launcher: falls back to dist/cli/main.js', () => {
       encoding: 'utf8',
     });
     realCli({ status: result.status, stdout: result.stdout, stderr: result.stderr });
+  });
+});
+
+describe('launcher: an installed package (files written at install, dependencies in the project above)', () => {
+  /** A stand-in bundle as the pack step leaves it: stamps of the packing machine, and the packed record. */
+  async function writePackedBundle(): Promise<void> {
+    await writeBundle();
+    const manifestFile = path.join(bundleDir(), 'cli.json');
+    const manifest = JSON.parse(await fs.readFile(manifestFile, 'utf8')) as Record<string, unknown>;
+    const elsewhere = { 'dist/cli/main.js': [499162500000, 1], 'node_modules/.package-lock.json': [499162500000, 2] };
+    await fs.writeFile(manifestFile, JSON.stringify({ ...manifest, stamps: elsewhere, packed: packedRecord(pkg) }));
+  }
+
+  beforeEach(async () => {
+    // project/node_modules/brokered-shell beside its dependencies, with no lockfile of its own.
+    const project = await tempDir('bs-installed-');
+    const modules = path.join(project, 'node_modules');
+    await fs.mkdir(modules);
+    for (const name of await fs.readdir(path.join(REPO_ROOT, 'node_modules'))) {
+      if (!name.startsWith('.')) await fs.symlink(path.join(REPO_ROOT, 'node_modules', name), path.join(modules, name));
+    }
+    const installed = path.join(modules, 'brokered-shell');
+    await fs.mkdir(installed);
+    for (const part of ['bin', 'dist', 'package.json']) await fs.cp(path.join(pkg, part), path.join(installed, part), { recursive: true });
+    pkg = installed;
+  });
+
+  it('runs the bundle while dist/cli/main.js is the one it was packed with', async () => {
+    await writePackedBundle();
+    expect(launch('a')).toMatchObject({ status: 0, stdout: 'bundle:a\n' });
+    expect(await cacheFiles()).toHaveLength(1);
+  });
+
+  it('falls back to dist/ when dist/cli/main.js changed since packing', async () => {
+    await writePackedBundle();
+    await fs.appendFile(path.join(pkg, 'dist', 'cli', 'main.js'), '// patched after install\n');
+    const result = launch('--help');
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('Usage: brokered-shell');
+  });
+
+  it('a checkout (its own node_modules/.package-lock.json) goes by its stamps alone, not a packed record', async () => {
+    await fs.mkdir(path.join(pkg, 'node_modules'));
+    await fs.symlink(path.join(REPO_ROOT, 'node_modules', '.package-lock.json'), path.join(pkg, 'node_modules', '.package-lock.json'));
+    await writePackedBundle();
+    const result = launch('--help');
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('Usage: brokered-shell');
   });
 });

@@ -72,11 +72,11 @@ describe('run enforces the configuration files', () => {
     expect(existsSync(path.join(ws, 'made'))).toBe(true);
   });
 
-  it('an invalid project file: exit 1, the file and key named, nothing run', async () => {
+  it('an invalid project file: exit 126, the file and key named, nothing run', async () => {
     const { ws, run } = await setUp();
     writeFileSync(path.join(ws, '.brokered-shell.json'), JSON.stringify({ writableRoots: ['/'] }));
     const result = run('touch ran');
-    expect(result.status).toBe(1);
+    expect(result.status).toBe(126);
     expect(result.stderr).toContain(`${path.join(ws, '.brokered-shell.json')}:\n    - writableRoots: refused`);
     expect(existsSync(path.join(ws, 'ran'))).toBe(false);
   });

@@ -202,19 +202,17 @@ describe('run: a backup that cannot be made refuses the change', () => {
     expect(entry).toMatchObject({ path: ws('big.bin'), skipped: 'too-large', sha256: null, size: BIG, mode: 0o640 });
   });
 
-  it('a store that cannot be opened: existing files are untouched, new files are made, the status is the command\'s', async () => {
+  it('a store that cannot be opened: nothing runs, exit 126 (a store lost mid-turn: test/faults/store-faults.test.ts)', async () => {
     const notADir = path.join(world.base, 'home-is-a-file');
     await fs.writeFile(notADir, 'not a directory\n');
     await writeOld(ws('kept.txt'), 'kept\n', 0o640);
     const before = await nodeState(ws('kept.txt'));
-    const script = [ST, 'echo x > kept.txt; st overwrite', 'rm kept.txt; st rm', 'echo new > fresh.txt; st create', 'exit 5'].join('\n');
+    const script = [ST, 'echo x > kept.txt; st overwrite', 'echo new > fresh.txt; st create', 'exit 5'].join('\n');
     const result = await run(world, script, { session: 'no-store' }, { env: { BROKERED_SHELL_HOME: notADir } });
-    expect(result.status, describeRun(result)).toBe(5);
-    const statuses = caseStatuses(result.out);
-    expect([statuses.get('overwrite'), statuses.get('rm'), statuses.get('create')]).toEqual([1, 1, 0]);
+    expect(result.status, describeRun(result)).toBe(126);
+    expect(result.out).toBe('');
     expect(await nodeState(ws('kept.txt'))).toEqual(before);
-    expect(await fs.readFile(ws('fresh.txt'), 'utf8')).toBe('new\n');
-    expect(deniedLines(result.stderr)).toEqual(expect.arrayContaining([`write ${ws('kept.txt')}`, `delete ${ws('kept.txt')}`]));
-    expect(result.stderr).toMatch(/backup store unavailable/);
+    await expect(fs.stat(ws('fresh.txt'))).rejects.toThrow(/ENOENT/);
+    expect(result.stderr).toBe(`brokered-shell run: the backup store cannot be used, nothing was run: ${notADir} cannot hold the backup store: it is not a directory [BSH_STORE_UNAVAILABLE]\n`);
   });
 });

@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
+import { findProgram, fromDebian, requirePrograms } from '../helpers/debian-packages.js';
 import { REPO_ROOT, startServe, tempDir, type ServeHandle } from '../helpers/serve-process.js';
 
 const BIN = path.join(REPO_ROOT, 'shims', 'brokered-bin');
@@ -11,8 +12,12 @@ const ENV_SCRIPT = path.join(REPO_ROOT, 'shims', 'brokered-env.sh');
 const CLIENT = path.join(REPO_ROOT, 'build', 'Release', 'brokered-request');
 const APPLETS = 'cat chmod cp dd find grep head ln ls mkdir mv readlink realpath rm rmdir sed tail tee touch truncate unlink wc'.split(' ');
 
+const READY = requirePrograms([
+  ['toybox', fromDebian('toybox')],
+  [CLIENT, 'build it with `npx node-gyp rebuild`'],
+]);
 /** The real toybox, found once; the wrapper below logs each call and execs it. */
-const TOYBOX = spawnSync('bash', ['-c', 'type -P toybox'], { encoding: 'utf8' }).stdout.trim();
+const TOYBOX = findProgram('toybox') ?? 'toybox';
 
 interface Result {
   status: number | null;
@@ -26,12 +31,8 @@ let wrapper: string;
 let log: string;
 let cache: string;
 
-beforeAll(() => {
-  if (!TOYBOX) throw new Error('toybox is not installed (toolchain/install-debian-packages.sh installs it)');
-  if (!existsSync(CLIENT)) throw new Error(`${CLIENT} is missing: build with npx node-gyp rebuild`);
-});
-
 beforeEach(() => {
+  if (!READY) return;
   base = tempDir('bsh-dispatch-');
   ws = path.join(base, 'ws');
   cache = path.join(base, 'cache');
@@ -95,15 +96,24 @@ function seed(files: Record<string, string>): void {
   }
 }
 
-describe('command links', () => {
-  it('every command is a link to brokered-dispatch', () => {
+describe('command files', () => {
+  it('every command is an executable file (archives drop links) that sources brokered-dispatch', () => {
     for (const applet of APPLETS) {
-      const link = path.join(BIN, applet);
-      expect(lstatSync(link).isSymbolicLink(), applet).toBe(true);
-      expect(readlinkSync(link)).toBe('brokered-dispatch');
+      const file = path.join(BIN, applet);
+      const info = lstatSync(file);
+      expect(info.isFile(), applet).toBe(true);
+      expect(info.mode & 0o111, applet).toBe(0o111);
+      expect(readFileSync(file, 'utf8'), applet).toMatch(/\n\. "\$\{__bsh_wrapper%\/\*\}\/brokered-dispatch" "\$@"\n$/);
     }
     const entries = readdirSync(BIN).filter((name) => name !== 'README.md' && name !== 'brokered-dispatch');
     expect(entries.sort()).toEqual([...APPLETS].sort());
+  });
+
+  it('runs as its own name when called by a relative path with no directory (bash wc)', async () => {
+    writeFileSync(path.join(ws, 'three.txt'), 'a\nb\nc\n');
+    const result = spawnSync('bash', ['wc', '-l', path.join(ws, 'three.txt')], { cwd: BIN, env: dispatchEnv(), encoding: 'utf8' });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout.trim()).toBe(`3 ${path.join(ws, 'three.txt')}`);
   });
 
   it.each<[string, string[], (r: Result) => void]>([
