@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
+import { sessionsDir } from '../backup/layout.js';
 import { fsyncDir } from '../backup/fs-util.js';
 import { BrokerError, ErrorCodes, errnoOf } from '../core/errors.js';
 import { native, nativeProblemLine, REBUILD_HINT } from '../native/loader.js';
@@ -117,7 +118,15 @@ export async function checkStore(home: string, need: 'possible' | 'usable' = 'us
   }
   const info = await stat(home).catch(() => undefined);
   if (!info?.isDirectory()) throw storeUnavailable(home, 'it is not a directory');
-  const probe = path.join(home, `.write-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  // Proved where sessions are made (the store makes this folder anyway): a probe in the
+  // root itself would change the root's times on every run.
+  const sessions = sessionsDir(home);
+  try {
+    await mkdir(sessions, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    throw storeUnavailable(home, `cannot create ${sessions}: ${errnoOf(error) ?? String(error)}`, error);
+  }
+  const probe = path.join(sessions, `.write-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
   try {
     const handle = await open(probe, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     await handle.close();

@@ -64,7 +64,7 @@ describe("a project's rules cannot hang the broker or guard nothing", () => {
     const project = path.join(world.ws, '.brokered-shell.json');
     await fs.writeFile(project, JSON.stringify({ fileSafety: { rules: [{ pattern: '**/../**', decision: 'deny' }, { pattern: 'secrets/**\n', decision: 'deny' }] } }));
     const result = await run(world, 'echo ran > ran.txt', { session: 'never' });
-    expect(result.status, describeRun(result)).toBe(1);
+    expect(result.status, describeRun(result)).toBe(126);
     expect(result.stderr).toContain(`${project}:`);
     expect(result.stderr).toMatch(/fileSafety\.rules\.0\.pattern: "\*\*\/\.\.\/\*\*" can never match/);
     expect(result.stderr).toMatch(/fileSafety\.rules\.1\.pattern: "secrets\/\*\*\\n" can never match: .*newline/);
