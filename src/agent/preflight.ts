@@ -121,10 +121,12 @@ export async function checkStore(home: string, need: 'possible' | 'usable' = 'us
   // Proved where sessions are made (the store makes this folder anyway): a probe in the
   // root itself would change the root's times on every run.
   const sessions = sessionsDir(home);
-  try {
-    await mkdir(sessions, { recursive: true, mode: 0o700 });
-  } catch (error) {
-    throw storeUnavailable(home, `cannot create ${sessions}: ${errnoOf(error) ?? String(error)}`, error);
+  for (const dir of [path.dirname(sessions), sessions]) {
+    try {
+      await mkdir(dir, { mode: 0o700 });
+    } catch (error) {
+      if (errnoOf(error) !== 'EEXIST') throw storeUnavailable(home, `it is not writable: ${errnoOf(error) ?? String(error)}`, error);
+    }
   }
   const probe = path.join(sessions, `.write-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
   try {
