@@ -9,4 +9,4 @@ export {
   type CacheRootsSettingsInput,
 } from './options.js';
 export { CACHE_ROOT_DEFAULTS, CACHE_ROOT_DEFAULT_NAMES, presentDefaults, type CacheRootDefault, type CacheRootLocation } from './defaults.js';
-export { compileCacheRoots, expandHome, realForm, type CacheRoot, type CacheRootPlace, type CacheRootSet, type KeptOut } from './roots.js';
+export { compileCacheRoots, expandHome, type CacheRoot, type CacheRootPlace, type CacheRootSet, type KeptOut } from './roots.js';

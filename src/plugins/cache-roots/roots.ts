@@ -1,5 +1,5 @@
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
+import { realOfDeepestExisting } from '../../requests/deepest-real.js';
 import { isBeneath, isWithin } from '../file-safety/patterns.js';
 import { CACHE_ROOT_DEFAULT_NAMES, presentDefaults, type PresentDefault } from './defaults.js';
 import type { CacheRootsSettings } from './options.js';
@@ -65,17 +65,17 @@ export function compileCacheRoots(settings: CacheRootsSettings, place: CacheRoot
     .filter((entry) => !isName(entry))
     .map((entry) => {
       const p = expandHome(entry, place.home);
-      return { path: p, real: realForm(p) };
+      return { path: p, real: realOfDeepestExisting(p) };
     });
   const located: PresentDefault[] = settings.defaults ? presentDefaults(place.env, place.home, removedNames) : [];
   const added = settings.add.map((entry) => expandHome(entry, place.home));
-  const addedReal = new Set(added.map(realForm));
+  const addedReal = new Set(added.map(realOfDeepestExisting));
 
   const roots: CacheRoot[] = [];
   const keptOut: KeptOut[] = [];
   const seen = new Set<string>();
   const addRoot = (p: string, from: string) => {
-    const real = realForm(p);
+    const real = realOfDeepestExisting(p);
     if (seen.has(real) || (from !== 'add' && removed.some((entry) => isWithin(real, entry.real)))) return;
     seen.add(real);
     roots.push({ path: p, real, from });
@@ -83,7 +83,7 @@ export function compileCacheRoots(settings: CacheRootsSettings, place: CacheRoot
   for (const entry of located) {
     for (const p of entry.paths) addRoot(p, entry.name);
     for (const exception of entry.except) {
-      const real = realForm(exception.path);
+      const real = realOfDeepestExisting(exception.path);
       if (!addedReal.has(real)) keptOut.push({ path: exception.path, real, why: exception.why });
     }
   }
@@ -124,22 +124,3 @@ function dedupe(entries: KeptOut[]): KeptOut[] {
   return entries.filter((entry) => !seen.has(entry.real) && (seen.add(entry.real), true));
 }
 
-/**
- * The real path of the deepest folder of `p` that exists, plus the rest: a root that does
- * not exist yet (cargo's `registry` before its first fetch) is still compared by where
- * it will be, so a link on the way cannot hide it.
- */
-export function realForm(p: string): string {
-  const rest: string[] = [];
-  let existing = p;
-  for (;;) {
-    try {
-      return path.posix.join(realpathSync(existing), ...rest.reverse());
-    } catch {
-      const parent = path.posix.dirname(existing);
-      if (parent === existing) return p;
-      rest.push(path.posix.basename(existing));
-      existing = parent;
-    }
-  }
-}

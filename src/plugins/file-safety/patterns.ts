@@ -1,4 +1,3 @@
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { ResolvedTarget } from '../../core/index.js';
 import { GlobSyntaxError, compileGlob, escapeGlob, globAlternatives, literalText } from './glob.js';
@@ -133,21 +132,4 @@ function unescapedControl(pattern: string): number | undefined {
   return undefined;
 }
 
-/**
- * A path that may not exist yet, as the disk resolves it: the real path of the deepest
- * existing folder above it plus the rest, so a link on the way there cannot hide it.
- */
-export function realOfDeepestExisting(p: string): string {
-  let existing = p;
-  const rest: string[] = [];
-  for (;;) {
-    try {
-      return path.posix.join(realpathSync(existing), ...rest.reverse());
-    } catch {
-      const parent = path.posix.dirname(existing);
-      if (parent === existing) return p;
-      rest.push(path.posix.basename(existing));
-      existing = parent;
-    }
-  }
-}
+export { realOfDeepestExisting } from '../../requests/deepest-real.js';
