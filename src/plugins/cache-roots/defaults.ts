@@ -157,6 +157,7 @@ export const CACHE_ROOT_DEFAULTS: readonly CacheRootDefault[] = Object.freeze([
         { path: 'pnpm/dlx', why: DLX.why },
         { path: 'node/corepack', why: 'corepack runs the package managers it downloaded there' },
         { path: 'pre-commit', why: "pre-commit runs the hooks it installed there at each git commit" },
+        { path: 'brokered-shell', why: "the command dispatcher's option tables there decide which program runs a command" },
       ]),
   },
 ] satisfies CacheRootDefault[]);
