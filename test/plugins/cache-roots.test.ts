@@ -92,7 +92,7 @@ describe('the roots', () => {
       ['cargo', at('user/.cargo/.global-cache-shm')],
       ['xdg-cache', at('user/.cache')],
     ]);
-    expect(set.keptOut.map((out) => out.real)).toEqual([at('elsewhere/npm-cache/_npx'), at('user/.cache/pnpm/dlx'), at('user/.cache/node/corepack'), at('user/.cache/pre-commit')]);
+    expect(set.keptOut.map((out) => out.real)).toEqual([at('elsewhere/npm-cache/_npx'), at('user/.cache/pnpm/dlx'), at('user/.cache/node/corepack'), at('user/.cache/pre-commit'), at('user/.cache/brokered-shell')]);
   });
 
   it('follow XDG_CACHE_HOME and CARGO_HOME, and compare real paths (a cache reached through a link)', () => {
