@@ -70,6 +70,11 @@ export interface SpawnPreloadedOptions {
   /** Devices beyond /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/pts the command may write. */
   writeDevs?: readonly string[];
   /**
+   * Files and folders the command may not read or execute: only Landlock keeps them so (the
+   * library never sees reads), so without it the launcher refuses to start (exit 126).
+   */
+  readDenied?: readonly string[];
+  /**
    * false: no Landlock even where the kernel has it (the launcher says so on stderr) —
    * the reference's model alone, for benchmarks. `run` never turns it off.
    */
@@ -87,7 +92,7 @@ export interface PreloadedProcess {
 }
 
 /** The launcher's arguments for the preload runtime (exported for diagnostics). */
-export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writableDirs' | 'writeDevs' | 'landlock'> & { library: string }): string[] {
+export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writableDirs' | 'writeDevs' | 'readDenied' | 'landlock'> & { library: string }): string[] {
   if (options.argv.length === 0) throw new RangeError('argv must name a program');
   return [
     '--mode',
@@ -96,6 +101,7 @@ export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writa
     options.library,
     ...options.writableDirs.flatMap((dir) => ['--writable', dir]),
     ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
+    ...(options.readDenied ?? []).flatMap((denied) => ['--deny-read', denied]),
     ...(options.landlock === false ? ['--no-landlock'] : []),
     '--',
     ...options.argv,
