@@ -1,0 +1,30 @@
+import path from 'node:path';
+import { isWithin } from '../file-safety/patterns.js';
+import type { UnreadablePath } from './unreadable.js';
+
+/**
+ * A command's own reads never leave the kernel, so nothing tells the broker which of
+ * them Landlock refused. What `run` can say, after a command that failed, is which
+ * unreadable path its command line names: the path, its `~/` form, its last two
+ * components (`.aws/credentials`) or a last component that stands out on its own (one
+ * starting with `.`, or at least 6 characters: `.env`, `id_ed25519`, `hosts.yml`).
+ * Best effort: a path reached through a script or a variable is not named.
+ */
+export function namedUnreadable(command: string, unreadable: readonly UnreadablePath[], home: string): UnreadablePath | undefined {
+  return unreadable.find((entry) => spellings(entry.path, home).some((spelling) => command.includes(spelling)));
+}
+
+function spellings(p: string, home: string): string[] {
+  const out = [p];
+  if (home !== '/' && isWithin(p, home) && p !== home) out.push(`~${p.slice(home.length)}`);
+  const base = path.posix.basename(p);
+  const parent = path.posix.basename(path.posix.dirname(p));
+  if (parent !== '' && parent !== '/') out.push(`${parent}/${base}`);
+  if (base.startsWith('.') || base.length >= 6) out.push(base);
+  return out;
+}
+
+/** The line `run` prints for it (`<home>` is the brokered-shell home's config, named by the caller). */
+export function unreadableHint(entry: UnreadablePath): string {
+  return `brokered-shell: note: ${entry.path} may not be read in the sandbox (${entry.denial.by}); ${entry.denial.remedy}`;
+}
