@@ -234,5 +234,7 @@ describe("run's hint", () => {
     expect(namedUnreadable('python3 x.py ~/.aws/credentials', unreadable, home)?.path).toBe(at('home/.aws'));
     expect(namedUnreadable('grep TOKEN .env', unreadable, home)?.path).toBe(at('ws/.env'));
     expect(namedUnreadable('ls -la', unreadable, home)).toBeUndefined();
+    // A longer name that starts the same is another file.
+    expect(namedUnreadable('cat ~/.ssh/id_ed25519.pub a.env', unreadable, home)).toBeUndefined();
   });
 });

@@ -11,7 +11,19 @@ import type { UnreadablePath } from './unreadable.js';
  * Best effort: a path reached through a script or a variable is not named.
  */
 export function namedUnreadable(command: string, unreadable: readonly UnreadablePath[], home: string): UnreadablePath | undefined {
-  return unreadable.find((entry) => spellings(entry.path, home).some((spelling) => command.includes(spelling)));
+  return unreadable.find((entry) => spellings(entry.path, home).some((spelling) => spelled(command, spelling)));
+}
+
+/** A character that goes on a name: `~/.ssh/id_ed25519` is not named by `~/.ssh/id_ed25519.pub`. */
+const NAME_CHAR = /[\w.\-]/;
+
+function spelled(command: string, spelling: string): boolean {
+  for (let at = command.indexOf(spelling); at !== -1; at = command.indexOf(spelling, at + 1)) {
+    const before = command[at - 1];
+    const after = command[at + spelling.length];
+    if ((before === undefined || !NAME_CHAR.test(before)) && (after === undefined || !NAME_CHAR.test(after))) return true;
+  }
+  return false;
 }
 
 function spellings(p: string, home: string): string[] {
