@@ -138,7 +138,8 @@ describe('read rules', () => {
     expect(answers.slice(0, 3)).toEqual(['DENY', 'DENY', 'SANDBOX']);
     const [copy, link, tree] = answers.slice(3).map((line) => JSON.parse(line) as { ok: boolean; decision: string; error?: string });
     expect(copy).toMatchObject({ ok: false, decision: 'deny' });
-    expect(copy?.error).toMatch(/may not be read/);
+    // A read of what a read rule names is that rule's own denial (file-safety's rules stage).
+    expect(copy?.error).toMatch(/\.env matches rule \.env \(deny for read\)/);
     expect(link).toMatchObject({ ok: false, decision: 'deny' });
     expect(tree).toMatchObject({ ok: false, decision: 'deny' });
     expect(tree?.error).toMatch(/holds .*key\.pem/);

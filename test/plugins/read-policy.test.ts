@@ -6,6 +6,7 @@ import { linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Broker, ErrorCodes, PolicyStage, type BrokerRequestInput, type RequestOptions } from '../../src/core/index.js';
+import { FileSafetyPlugin } from '../../src/plugins/file-safety/index.js';
 import { PathResolutionPlugin } from '../../src/plugins/path-resolution/index.js';
 import {
   PLUGIN_NAME,
@@ -124,6 +125,18 @@ describe('requests that would read, hand over or move what may not be read', () 
     write('ws/deep/er/new.pem');
     const copy = request({ origin: 'host-op', action: 'host-op', operation: 'copy', targets: operationTargets('copy', { from: at('ws/deep/er/new.pem'), to: at('ws/x') }) });
     expect(await decisionOf(b, copy)).toMatchObject({ verdict: 'deny', source: 'read-policy:rules[0]' });
+  });
+
+  it('with file-safety on the broker, a rule that denies the request\'s own access too refuses it itself; a read-only rule is refused here', async () => {
+    const b = closeLater(new Broker({ sessionId: 's1' })).use(
+      new ReadPolicyPlugin(options({ rules: [{ pattern: '.env', decision: 'deny' }, { pattern: '*.pem', access: ['read'], decision: 'deny' }] })),
+      new PathResolutionPlugin({ home }),
+      new FileSafetyPlugin({ writableRoots: [ws], home, rules: [{ pattern: '.env', decision: 'deny' }, { pattern: '*.pem', access: ['read'], decision: 'deny' }] }),
+    );
+    write('ws/k.pem');
+    const trash = (file: string) => request({ origin: 'host-op', action: 'host-op', operation: 'delete', targets: operationTargets('delete', { path: at(file) }) });
+    expect(await decisionOf(b, trash('ws/.env'))).toMatchObject({ verdict: 'deny', source: 'file-safety:rules[0]', reason: expect.stringMatching(/matches rule \.env/) });
+    expect(await decisionOf(b, trash('ws/k.pem'))).toMatchObject({ verdict: 'deny', source: 'read-policy:rules[1]' });
   });
 
   it('a rule that only governs writes, or that prompts, takes no reads away', async () => {

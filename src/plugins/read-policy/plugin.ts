@@ -1,6 +1,7 @@
 import { constants } from 'node:fs';
-import { PolicyStage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type ResolvedRequest, type ResolvedTarget } from '../../core/index.js';
+import { PolicyStage, type Access, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type ResolvedRequest, type ResolvedTarget } from '../../core/index.js';
 import { formsOf } from '../file-safety/patterns.js';
+import { PLUGIN_NAME as FILE_SAFETY } from '../file-safety/plugin.js';
 import { heldDenial } from './held-inside.js';
 import { npmUserConfigCopy } from './npm-userconfig.js';
 import type { ReadPolicyOptions } from './options.js';
@@ -24,7 +25,9 @@ export const PLUGIN_NAME = 'read-policy';
  *   the text-token `.read-write` class);
  * - a rename of it, or of a folder holding it, and a delete to the trash (both move it to
  *   a readable place), and a recursive copy of a folder holding it.
- * At the protected stage: no rule, grant or approval lifts it.
+ * At the protected stage: no rule, grant or approval lifts it. Where the rule that denies
+ * reading denies the request's own access too (a `deny` rule with no `access`), that rule
+ * refuses it, in file-safety's rules stage, with its own reason.
  */
 export class ReadPolicyPlugin implements BrokerPlugin {
   static readonly PLUGIN_NAME = PLUGIN_NAME;
@@ -36,7 +39,9 @@ export class ReadPolicyPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
-    broker.hooks.evaluatePolicy.tapPromise({ name: PLUGIN_NAME, stage: PolicyStage.PROTECTED }, (target, resolved) => this.decide(target, resolved));
+    // Asked at each decision, not here: which plugins a broker has does not depend on the order they were added in.
+    const rulesJudged = () => broker.plugin(FILE_SAFETY) !== undefined;
+    broker.hooks.evaluatePolicy.tapPromise({ name: PLUGIN_NAME, stage: PolicyStage.PROTECTED }, (target, resolved) => this.decide(target, resolved, rulesJudged()));
   }
 
   /** What the last command started (prepareLaunch) may not read. */
@@ -58,12 +63,18 @@ export class ReadPolicyPlugin implements BrokerPlugin {
     return { readDenied: unreadable.map((entry) => entry.path), env: await npmUserConfigCopy(this.policy, scratch) };
   }
 
-  /** The plugin's opinion of one target: deny where the request would read, hand over or move what may not be read. */
-  async decide(target: ResolvedTarget, resolved: Pick<ResolvedRequest, 'request'>): Promise<Decision | undefined> {
+  /**
+   * The plugin's opinion of one target: deny where the request would read, hand over or
+   * move what may not be read. `rulesJudged`: file-safety judges the same rules here, so a
+   * rule that denies the request's own access too is left to say so itself.
+   */
+  async decide(target: ResolvedTarget, resolved: Pick<ResolvedRequest, 'request'>, rulesJudged = false): Promise<Decision | undefined> {
     const { request } = resolved;
     if (!readsOrMoves(target, request)) return undefined;
-    const denial = this.policy.denialOf(formsOf(target, this.policy.homes).all);
-    if (denial) return refusal(target.resolved, denial, request);
+    const found = this.policy.denialWithRule(formsOf(target, this.policy.homes).all);
+    // A rule that denies this very access too says so itself, with its own reason (file-safety's rules stage).
+    if (rulesJudged && found?.rule?.access.has(judgedAccess(target, request))) return undefined;
+    if (found) return refusal(target.resolved, found.denial, request);
     if (target.kind !== 'directory' || !takesWhole(target, request)) return undefined;
     const held = await heldDenial(target.resolved, this.policy);
     return held && refusal(target.resolved, held.denial, request, held.path);
@@ -88,6 +99,11 @@ function readsOrMoves(target: ResolvedTarget, request: BrokerRequest): boolean {
   // A `.read-write` token answers for reading too; the supervisor opens with the command's own flags.
   if (request.origin === 'text-token') return true;
   return request.origin === 'kernel' && ((request.options.openFlags ?? constants.O_RDWR) & O_ACCMODE) !== constants.O_WRONLY;
+}
+
+/** The access file-safety judges a target by: a hard link's source is a write where it lives. */
+function judgedAccess(target: ResolvedTarget, request: BrokerRequest): Access {
+  return request.operation === 'link' && target.role === 'from' && request.options.symbolic !== true ? 'write' : target.access;
 }
 
 /** A folder the request takes along with everything in it. */

@@ -7,6 +7,7 @@ import { readPolicyOptionsSchema, type ReadPolicyOptions, type SecretsSettings }
 import { SECRET_DEFAULTS, SECRET_DEFAULT_NAMES } from './secrets.js';
 import { parseOptions } from '../options.js';
 import { ruleAccess, type FileSafetyRule } from '../file-safety/options.js';
+import type { Access } from '../../core/index.js';
 
 /** Why a path may not be read, for the denial, `run`'s hint and `config show`. */
 export interface ReadDenial {
@@ -37,6 +38,8 @@ export interface SecretEntry {
 export interface ReadRule {
   readonly index: number;
   readonly pattern: string;
+  /** Every access the rule denies (read among them). */
+  readonly access: ReadonlySet<Access>;
   readonly matches: PathMatcher;
   readonly denial: ReadDenial;
 }
@@ -52,6 +55,8 @@ export interface ReadPolicy {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Why the first of `forms` (the names a target goes by) that may not be read is denied, or undefined. */
   denialOf(forms: readonly string[]): ReadDenial | undefined;
+  /** The same, with the rule that denies it when it is a rule. */
+  denialWithRule(forms: readonly string[]): { denial: ReadDenial; rule?: ReadRule } | undefined;
 }
 
 const REMOVE_HINT = (what: string) => `secrets.remove: [${JSON.stringify(what)}] in <home>/config.json would allow it`;
@@ -71,6 +76,7 @@ export function compileReadPolicy(input: ReadPolicyOptions): ReadPolicy {
           {
             index,
             pattern: rule.pattern,
+            access: new Set(ruleAccess(rule)),
             matches: compilePattern(rule.pattern, homes),
             denial: {
               by: `fileSafety.rules[${index}] (${rule.pattern})`,
@@ -91,12 +97,15 @@ export function compileReadPolicy(input: ReadPolicyOptions): ReadPolicy {
     roots: Object.freeze(roots),
     env,
     denialOf(forms: readonly string[]): ReadDenial | undefined {
+      return this.denialWithRule(forms)?.denial;
+    },
+    denialWithRule(forms: readonly string[]): { denial: ReadDenial; rule?: ReadRule } | undefined {
       for (const form of forms) {
         const entry = entries.find((candidate) => entryDenies(candidate, form));
-        if (entry) return entry.denial;
+        if (entry) return { denial: entry.denial };
       }
-      for (const rule of rules) if (forms.some((form) => rule.matches(form))) return rule.denial;
-      return undefined;
+      const rule = rules.find((candidate) => forms.some((form) => candidate.matches(form)));
+      return rule && { denial: rule.denial, rule };
     },
   });
 }
