@@ -5,7 +5,7 @@ import { PROJECT_CONFIG_FILE, configJsonSchema, type BrokeredShellConfig } from 
 import { compileCacheRoots } from '../plugins/cache-roots/index.js';
 import { ExitCode } from './exit-codes.js';
 import { printJson, type Io } from './output.js';
-import { rowsOf, unreadableFor, unreadableLines } from './unreadable-list.js';
+import { unreadableReport } from './unreadable-list.js';
 
 /** `config schema`: the JSON Schema of `<home>/config.json`, on stdout. */
 export async function schemaCommand(io: Io): Promise<number> {
@@ -25,7 +25,7 @@ export async function showCommand(io: Io, options: { workspace?: string }, env: 
   }
   io.err(`brokered-shell: ${PROJECT_CONFIG_FILE} itself is protected: changing it needs approval`);
   for (const line of cacheRootLines(loaded.config.cacheRoots, env)) io.err(`brokered-shell: ${line}`);
-  for (const line of unreadableLines(rowsOf(await unreadableFor(loaded.config, loaded.workspace, env)))) io.err(`brokered-shell: ${line}`);
+  for (const line of await unreadableReport(loaded.config, loaded.workspace, env)) io.err(`brokered-shell: ${line}`);
   printJson(io, loaded.config);
   return ExitCode.OK;
 }

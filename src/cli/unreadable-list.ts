@@ -21,6 +21,15 @@ export async function unreadableFor(config: BrokeredShellConfig, workspace: stri
   return unreadableNow(policy);
 }
 
+/** `unreadableLines` of what a command started now could not read, or the line saying why no command could start. */
+export async function unreadableReport(config: BrokeredShellConfig, workspace: string, env: NodeJS.ProcessEnv): Promise<string[]> {
+  try {
+    return unreadableLines(rowsOf(await unreadableFor(config, workspace, env)));
+  } catch (error) {
+    return [printable(`the read policy cannot be applied, so no command would start: ${error instanceof Error ? error.message : String(error)}`)];
+  }
+}
+
 /** A path as `doctor --json` reports it. */
 export interface UnreadableRow {
   path: string;

@@ -70,7 +70,7 @@ describe.each(['seccomp', 'preload'] as const)('every default secret, in the %s 
 });
 
 describe('ordinary reads', () => {
-  it('the workspace, the fake home beside its secrets, ~/.profile and the toolchains read as before', async () => {
+  it('the workspace, the fake home beside its secrets, ~/.profile and the toolchains read as without a read policy', async () => {
     const readable = READABLE.map((relative) => `cat ~/${relative}`).join(' && ');
     const result = await runIn(`${readable} && cat sub/notes.txt && grep -r notes sub --exclude='*.pem' && python3 -c 'import json; print(json.dumps([1]))' && node -e 'console.log(2)' && ls -A ~/.ssh | sort | tr '\\n' ' '`);
     expect(result.status, describeRun(result)).toBe(0);

@@ -1,7 +1,8 @@
 /**
  * The launcher's read policy (--deny-read, native/sandbox/read-allow.c) on the real
  * kernel: a denied path is unreadable however a program names it, everything else reads
- * as before, and no read reaches the broker. A fake home per test; no real secret is read.
+ * as it would without the policy, and no read reaches the broker. A fake home per test; no
+ * real secret is read.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -83,7 +84,7 @@ describe('a denied path is unreadable, however it is spelled', () => {
   });
 });
 
-describe('everything else reads as before', () => {
+describe('everything else reads as without a read policy', () => {
   it('the workspace, ~/.profile, the toolchains and the temp dir, with no request to the broker', async () => {
     const script = [
       'cat src/app.txt ~/.profile',
