@@ -10,7 +10,8 @@ import type { SandboxExit, SandboxStdio } from './spawn.js';
  * The preload runtime: the fallback where seccomp user notification is missing, and the
  * reference's eager per-call IPC model for side-by-side benchmarks. The launcher
  * (`brokered-sandbox --mode preload`) drops capabilities, applies Landlock where the
- * kernel has it (read everywhere, write only the writable dirs and a few devices) and
+ * kernel has it (read everywhere but the read policy's paths, write only the writable
+ * dirs and a few devices; with a read policy and no Landlock it refuses to start) and
  * starts the command with the brokered-preload library first in LD_PRELOAD, staying as
  * its child subreaper: the command's orphans stay below it, and whatever the command
  * left running is killed when it ends (as under the seccomp supervisor). The library
