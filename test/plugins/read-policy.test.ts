@@ -139,6 +139,16 @@ describe('requests that would read, hand over or move what may not be read', () 
     expect(await decisionOf(b, trash('ws/k.pem'))).toMatchObject({ verdict: 'deny', source: 'read-policy:rules[1]' });
   });
 
+  it('a rule file-safety does not hold is refused here, whatever file-safety holds', async () => {
+    const b = closeLater(new Broker({ sessionId: 's1' })).use(
+      new PathResolutionPlugin({ home }),
+      new ReadPolicyPlugin(options({ rules: [{ pattern: '.env', decision: 'deny' }] })),
+      new FileSafetyPlugin({ writableRoots: [ws], home, rules: [] }),
+    );
+    const trash = request({ origin: 'host-op', action: 'host-op', operation: 'delete', targets: operationTargets('delete', { path: at('ws/.env') }) });
+    expect(await decisionOf(b, trash)).toMatchObject({ verdict: 'deny', source: 'read-policy:rules[0]' });
+  });
+
   it('a rule that only governs writes, or that prompts, takes no reads away', async () => {
     const b = broker({ rules: [{ pattern: '.env', access: ['write'], decision: 'deny' }, { pattern: '.env', decision: 'prompt' }] });
     const read = request({ origin: 'text-token', action: 'token', operation: 'open', targets: openTargets(at('ws/.env'), false) });

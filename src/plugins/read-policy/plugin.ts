@@ -1,11 +1,11 @@
 import { constants } from 'node:fs';
 import { PolicyStage, type Access, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type ResolvedRequest, type ResolvedTarget } from '../../core/index.js';
 import { formsOf } from '../file-safety/patterns.js';
-import { PLUGIN_NAME as FILE_SAFETY } from '../file-safety/plugin.js';
+import { FileSafetyPlugin, PLUGIN_NAME as FILE_SAFETY } from '../file-safety/plugin.js';
 import { heldDenial } from './held-inside.js';
 import { npmUserConfigCopy } from './npm-userconfig.js';
 import type { ReadPolicyOptions } from './options.js';
-import { compileReadPolicy, type ReadDenial, type ReadPolicy } from './policy.js';
+import { compileReadPolicy, type ReadDenial, type ReadPolicy, type ReadRule } from './policy.js';
 import { unreadableNow, type UnreadablePath } from './unreadable.js';
 
 export const PLUGIN_NAME = 'read-policy';
@@ -40,8 +40,9 @@ export class ReadPolicyPlugin implements BrokerPlugin {
 
   apply(broker: Broker): void {
     // Asked at each decision, not here: which plugins a broker has does not depend on the order they were added in.
-    const rulesJudged = () => broker.plugin(FILE_SAFETY) !== undefined;
-    broker.hooks.evaluatePolicy.tapPromise({ name: PLUGIN_NAME, stage: PolicyStage.PROTECTED }, (target, resolved) => this.decide(target, resolved, rulesJudged()));
+    const ruleDenies: RuleDenies = (rule, access) =>
+      broker.plugin<FileSafetyPlugin>(FILE_SAFETY)?.policy.rules.some((other) => other.pattern === rule.pattern && other.decision === 'deny' && other.access.has(access)) === true;
+    broker.hooks.evaluatePolicy.tapPromise({ name: PLUGIN_NAME, stage: PolicyStage.PROTECTED }, (target, resolved) => this.decide(target, resolved, ruleDenies));
   }
 
   /** What the last command started (prepareLaunch) may not read. */
@@ -65,21 +66,24 @@ export class ReadPolicyPlugin implements BrokerPlugin {
 
   /**
    * The plugin's opinion of one target: deny where the request would read, hand over or
-   * move what may not be read. `rulesJudged`: file-safety judges the same rules here, so a
-   * rule that denies the request's own access too is left to say so itself.
+   * move what may not be read. `ruleDenies`: whether file-safety holds the same rule and it
+   * denies this access too; then that rule is left to refuse it, with its own reason.
    */
-  async decide(target: ResolvedTarget, resolved: Pick<ResolvedRequest, 'request'>, rulesJudged = false): Promise<Decision | undefined> {
+  async decide(target: ResolvedTarget, resolved: Pick<ResolvedRequest, 'request'>, ruleDenies: RuleDenies = () => false): Promise<Decision | undefined> {
     const { request } = resolved;
     if (!readsOrMoves(target, request)) return undefined;
     const found = this.policy.denialWithRule(formsOf(target, this.policy.homes).all);
     // A rule that denies this very access too says so itself, with its own reason (file-safety's rules stage).
-    if (rulesJudged && found?.rule?.access.has(judgedAccess(target, request))) return undefined;
+    if (found?.rule && ruleDenies(found.rule, judgedAccess(target, request))) return undefined;
     if (found) return refusal(target.resolved, found.denial, request);
     if (target.kind !== 'directory' || !takesWhole(target, request)) return undefined;
     const held = await heldDenial(target.resolved, this.policy);
     return held && refusal(target.resolved, held.denial, request, held.path);
   }
 }
+
+/** Does file-safety on this broker hold `rule` and deny `access` by it? */
+export type RuleDenies = (rule: ReadRule, access: Access) => boolean;
 
 export interface ReadLaunch {
   /** For the launcher's `--deny-read`. */
