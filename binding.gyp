@@ -30,6 +30,7 @@
         "native/sandbox/child.c",
         "native/sandbox/caps.c",
         "native/sandbox/landlock.c",
+        "native/sandbox/read-allow.c",
         "native/sandbox/seccomp-filter.c",
         "native/sandbox/notify-loop.c",
         "native/sandbox/syscall-decode.c",

@@ -21,15 +21,19 @@
 #define BSH_LANDLOCK_MIN_ABI 6
 
 /*
- * Reads and executes are not handled at all: the command may read everywhere, and a
- * right the ruleset does not handle costs nothing, whereas a handled read right makes
- * the kernel walk every opened path up to a rule (about +20% on `grep -r`).
+ * Without a read policy, reads and executes are not handled at all: the command may read
+ * and run everything. With one (spec->read_denied), reading a file and executing it are
+ * handled and allowed everywhere but the denied paths (read-allow.c): a file that may not
+ * be read may not be run either, since running a program or a script is a way to read
+ * it. Their walk costs nothing extra: TRUNCATE, handled anyway, already makes the kernel
+ * walk every opened path. Listing a folder (READ_DIR) is never handled: names stay
+ * visible (`ls ~` keeps working), and a right not handled costs nothing.
  */
-#define FS_UNHANDLED \
-  (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define FS_READ_RIGHTS (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE)
+#define FS_NEVER_HANDLED LANDLOCK_ACCESS_FS_READ_DIR
 #define FS_DEVICE_FILE (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
 /* Rights that may be granted on a non-directory; the kernel rejects the others there. */
-#define FS_FILE_RIGHTS FS_DEVICE_FILE
+#define FS_FILE_RIGHTS (FS_DEVICE_FILE | FS_READ_RIGHTS)
 
 /* Built-in writable devices; missing ones are skipped (not every container has /dev/tty). */
 static const char *const k_devices[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"};
@@ -46,12 +50,13 @@ int bsh_landlock_abi(void) {
  * path, a /proc/self/fd alias), and only Landlock judges the file the kernel finally
  * reaches, after a symlink swapped in or an fd replaced by dup2 meanwhile.
  */
-static uint64_t handled_fs(int abi) {
+static uint64_t handled_fs(int abi, bool reads) {
   uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;
   if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
   if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
   if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  return all & ~(uint64_t)FS_UNHANDLED;
+  all &= ~(uint64_t)FS_NEVER_HANDLED;
+  return reads ? all : all & ~(uint64_t)FS_READ_RIGHTS;
 }
 
 static int add_rule(int ruleset, const char *path, uint64_t access, bool optional, char *err,
@@ -82,7 +87,10 @@ static int add_rule(int ruleset, const char *path, uint64_t access, bool optiona
 
 int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_t errlen) {
   int abi = spec->abi;
-  uint64_t fs = handled_fs(abi);
+  bool reads = spec->n_read_denied > 0;
+  uint64_t fs = handled_fs(abi, reads);
+  /* Write rules never carry reads: a writable root may hold a denied path (`.env` in the workspace). */
+  uint64_t write = fs & ~(uint64_t)FS_READ_RIGHTS;
   struct bsh_landlock_ruleset_attr rs = {.handled_access_fs = fs, .handled_access_net = 0, .scoped = 0};
   /* The attribute grew with the ABI: older kernels accept only the fields they know. */
   size_t size = sizeof rs.handled_access_fs;
@@ -98,11 +106,13 @@ int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_
   }
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < spec->n_writable; i++)
-    rc = add_rule(ruleset, spec->writable[i], fs, false, err, errlen);
+    rc = add_rule(ruleset, spec->writable[i], write, false, err, errlen);
   for (size_t i = 0; rc == 0 && i < sizeof k_devices / sizeof k_devices[0]; i++)
     rc = add_rule(ruleset, k_devices[i], FS_DEVICE_FILE & fs, true, err, errlen);
   for (size_t i = 0; rc == 0 && i < spec->n_devices; i++)
     rc = add_rule(ruleset, spec->devices[i], FS_DEVICE_FILE & fs, false, err, errlen);
+  if (rc == 0 && reads)
+    rc = bsh_read_allow_rules(ruleset, FS_READ_RIGHTS & fs, spec->read_denied, spec->n_read_denied, err, errlen);
   if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset, 0) != 0) {
     snprintf(err, errlen, "landlock_restrict_self: %s", strerror(errno));
     rc = -1;
@@ -123,6 +133,8 @@ int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen) {
       .n_writable = cfg->n_scratch,
       .devices = cfg->write_dev,
       .n_devices = cfg->n_write_dev,
+      .read_denied = (const char *const *)cfg->read_denied,
+      .n_read_denied = cfg->n_read_denied,
   };
   return bsh_landlock_restrict(&spec, err, errlen);
 }

@@ -3,7 +3,8 @@
  * becomes its supervisor, asking a broker (over an inherited socket) before any
  * modification of the file system and performing allowed ones itself.
  *
- *   brokered-sandbox --broker-fd N [--scratch DIR]... [--write-dev PATH]... -- PROGRAM [ARGS...]
+ *   brokered-sandbox --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]...
+ *                    [--deny-read PATH]... -- PROGRAM [ARGS...]
  *   brokered-sandbox --check          probe the kernel; "ok" and 0, or a message and 126
  *   brokered-sandbox --print-filter   the seccomp syscall tables as JSON
  *   brokered-sandbox --mode preload … the preload runtime instead (preload-mode.c)
@@ -11,6 +12,8 @@
  *   --broker-fd N    the broker's stream socket (PROTOCOL.md); never reaches the program
  *   --scratch DIR    a directory the program may change freely (Landlock allows it)
  *   --write-dev PATH another device (or directory of devices) below /dev the program may write
+ *   --deny-read PATH a file or folder the program may not read or execute (read-allow.c); a
+ *                    path not there at start is skipped
  *
  * Exit status: the program's (128+signal if killed); 125 when the broker channel is
  * lost (the command is killed); 126 when the sandbox cannot be set up (nothing ran);
@@ -40,7 +43,8 @@ static int setup_error(const char *fmt, const char *arg) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]... -- PROGRAM [ARGS...]\n"
+          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]... [--deny-read PATH]... -- "
+          "PROGRAM [ARGS...]\n"
           "       %s --check | --print-filter\n",
           BSH_NAME, BSH_NAME);
 }
@@ -197,6 +201,8 @@ int main(int argc, char **argv) {
       if (add_write_dev(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--unix-socket") == 0 && has_value) {
       if (add_unix_socket(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
+    } else if (strcmp(a, "--deny-read") == 0 && has_value) {
+      if (bsh_read_denied_add(&cfg.read_denied, &cfg.n_read_denied, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--check") == 0) {
       check = true;
     } else if (strcmp(a, "--print-filter") == 0) {

@@ -4,7 +4,7 @@
  * IPC model).
  *
  *   brokered-sandbox --mode preload --preload LIB [--writable DIR]... [--write-dev PATH]...
- *                    -- PROGRAM [ARGS...]
+ *                    [--deny-read PATH]... -- PROGRAM [ARGS...]
  *
  *   --preload LIB    the brokered-preload library, put first in LD_PRELOAD of PROGRAM
  *   --writable DIR   a directory the program may change (the workspace, the writable
@@ -13,6 +13,9 @@
  *   --write-dev PATH another device (or directory of devices) below /dev it may write
  *   --no-landlock    run without Landlock, as on a kernel that lacks it (for benchmarks of
  *                    the reference's model and for tests of the advisory case)
+ *   --deny-read PATH a file or folder the program may not read or execute. Only Landlock can
+ *                    keep it so (the library never sees reads, and a static program not even
+ *                    writes): without Landlock the launcher refuses to start
  *
  * The program runs without capabilities, with no_new_privs, under a Landlock domain
  * that lets it read and execute everywhere but write only the --writable dirs and a few
@@ -47,6 +50,8 @@ struct preload_config {
   size_t n_writable;
   const char *write_dev[BSH_MAX_LIST];
   size_t n_write_dev;
+  char **read_denied;
+  size_t n_read_denied;
   bool no_landlock;
   char **argv;
 };
@@ -90,14 +95,16 @@ static int parse(int argc, char **argv, struct preload_config *cfg) {
       cfg->writable[cfg->n_writable++] = argv[i];
     } else if (strcmp(a, "--no-landlock") == 0) {
       cfg->no_landlock = true;
+    } else if (strcmp(a, "--deny-read") == 0 && has_value) {
+      if (bsh_read_denied_add(&cfg->read_denied, &cfg->n_read_denied, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--write-dev") == 0 && has_value) {
       if (cfg->n_write_dev == BSH_MAX_LIST) return fail("too many --write-dev paths (%s)", argv[i + 1]);
       if (check_dev(argv[++i]) != 0) return BSH_EXIT_SETUP;
       cfg->write_dev[cfg->n_write_dev++] = argv[i];
     } else {
       fprintf(stderr,
-              "usage: %s --mode preload --preload LIB [--writable DIR]... [--write-dev PATH]... [--no-landlock] -- PROGRAM "
-              "[ARGS...]\n",
+              "usage: %s --mode preload --preload LIB [--writable DIR]... [--write-dev PATH]... [--deny-read PATH]... "
+              "[--no-landlock] -- PROGRAM [ARGS...]\n",
               BSH_NAME);
       return fail("unknown or incomplete option %s", a);
     }
@@ -138,10 +145,19 @@ static void run_command(const struct preload_config *cfg, pid_t launcher, const 
         .n_writable = cfg->n_writable,
         .devices = cfg->write_dev,
         .n_devices = cfg->n_write_dev,
+        .read_denied = (const char *const *)cfg->read_denied,
+        .n_read_denied = cfg->n_read_denied,
     };
     if (bsh_landlock_restrict(&spec, err, sizeof err) != 0) _exit(fail("%s", err));
   } else {
     const char *why = cfg->no_landlock ? "turned off with --no-landlock" : abi == -EOPNOTSUPP ? "disabled at boot" : strerror(-abi);
+    if (cfg->n_read_denied > 0) {
+      snprintf(err, sizeof err,
+               "a read policy is in force (%zu paths) and Landlock is not available (%s): nothing else keeps them "
+               "unreadable, so nothing was run",
+               cfg->n_read_denied, why);
+      _exit(fail("%s", err));
+    }
     fprintf(stderr,
             "%s: Landlock is not available here (%s); the preload runtime runs without it, so its checks are "
             "advisory: a program the library does not reach can write wherever this user can\n",

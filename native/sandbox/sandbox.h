@@ -23,6 +23,9 @@
 /* Largest xattr value copied out of a target (the kernel's XATTR_SIZE_MAX). */
 #define BSH_XATTR_VALUE_MAX 65536
 #define BSH_MAX_LIST 64
+/* Most paths a read policy may deny (--deny-read), and most Landlock rules its allow-list may take. */
+#define BSH_MAX_READ_DENIED 4096
+#define BSH_MAX_READ_RULES 20000
 
 /*
  * The kernel's own O_TMPFILE bit. glibc's O_TMPFILE (and its __O_TMPFILE) include
@@ -76,6 +79,9 @@ struct bsh_config {
   /* Unix sockets outside scratch the command may connect to (--unix-socket), realpath()ed. */
   char *unix_sockets[BSH_MAX_LIST];
   size_t n_unix_sockets;
+  /* Paths the program may not read or execute (--deny-read), realpath()ed; none: no read policy. */
+  char **read_denied;
+  size_t n_read_denied;
   char **argv;
 };
 
@@ -150,16 +156,27 @@ int bsh_caps_limit_supervisor(char *err, size_t errlen);
 /* --- landlock.c --- */
 int bsh_landlock_abi(void);
 /* A Landlock domain: write only below `writable` and to `devices` (plus the built-in
- * devices); reads and executes are left alone; signals scoped from ABI 6. */
+ * devices); read and execute everything but `read_denied` (all of it when there is none);
+ * signals scoped from ABI 6. */
 struct bsh_landlock_spec {
   int abi;
   const char *const *writable;
   size_t n_writable;
   const char *const *devices;
   size_t n_devices;
+  const char *const *read_denied;
+  size_t n_read_denied;
 };
 int bsh_landlock_restrict(const struct bsh_landlock_spec *spec, char *err, size_t errlen);
 int bsh_landlock_apply(const struct bsh_config *cfg, char *err, size_t errlen);
+
+/* --- read-allow.c --- */
+/* Adds `rights` on every entry of every folder above a `paths` entry that is neither one of
+ * them nor above one (absolute, real paths). 0, or -1 with `err` (past BSH_MAX_READ_RULES too). */
+int bsh_read_allow_rules(int ruleset, uint64_t rights, const char *const *paths, size_t n, char *err, size_t errlen);
+/* Takes a --deny-read argument: its real path appended to `*list` (a path not there now is
+ * skipped: nothing to read). 0, or -1 with a message on stderr. */
+int bsh_read_denied_add(char ***list, size_t *n, const char *arg);
 
 /* --- seccomp-filter.c --- */
 int bsh_seccomp_install(char *err, size_t errlen);

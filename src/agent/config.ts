@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { approvalTimeoutSecondsSchema, approvalsSchema, cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema } from '../config/schema.js';
+import { approvalTimeoutSecondsSchema, approvalsSchema, cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema, secretsConfigSchema } from '../config/schema.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { issueLines } from '../core/issues.js';
 import type { StandardPluginsOptions } from '../plugins/standard.js';
@@ -21,6 +21,7 @@ export const sessionConfigSchema = z.strictObject({
   cacheRoots: cacheRootsConfigSchema.prefault({}),
   fileBackup: fileBackupConfigSchema.prefault({}),
   fileSafety: fileSafetyConfigSchema.prefault({}),
+  secrets: secretsConfigSchema.prefault({}),
   approvals: approvalsSchema,
   approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
 });
@@ -68,6 +69,7 @@ export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): St
     rules: config.fileSafety.rules,
     outsideRoots: config.fileSafety.outsideRoots,
     cacheRoots: { ...config.cacheRoots, ...(place.env ? { env: place.env } : {}) },
+    readPolicy: { secrets: config.secrets, ...(place.env ? { env: place.env } : {}) },
     protectedPaths: place.protectedPaths ?? [],
     ...(place.volatileRoots ? { volatileRoots: place.volatileRoots } : {}),
     ...(place.userHome ? { userHome: place.userHome } : {}),

@@ -22,6 +22,8 @@ export interface SandboxedStart {
   writableRoots: readonly string[];
   /** Unix sockets the command may connect to besides its temp dir's and the broker's. */
   unixSockets: readonly string[];
+  /** What the command may not read or execute (the read policy's paths now); Landlock keeps them from it. */
+  readDenied: readonly string[];
   toolCallId: string;
   traceId: string;
   stdio: CommandStdio;
@@ -52,6 +54,7 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
         cwd: start.cwd,
         env: { ...env, [BROKER_ENV.runtime]: 'preload' },
         writableDirs: start.writableRoots,
+        readDenied: start.readDenied,
         stdio: start.stdio,
       });
       const pid = started.child.pid;
@@ -70,6 +73,7 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
       env,
       scratchDirs: [start.scratch],
       unixSockets: [sandbox.socketPath, ...start.unixSockets],
+      readDenied: start.readDenied,
       onRequest: kernelBridge(broker, { toolCallId, traceId }),
       onRefusal: kernelRefusalAudit(broker, { toolCallId, traceId }),
       onProtocolError: (reason) => start.log.error({ phase: 'kernel', reason, toolCallId }, 'supervisor channel problem'),

@@ -2,12 +2,14 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
 import { ApprovalPlugin, blockKey, type ApprovalChoice, type ApprovalPrompt, type PromptBlock } from '../plugins/approval/index.js';
+import { ReadPolicyPlugin, type ReadLaunch } from '../plugins/read-policy/index.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
 import { BackupCollector } from './backup-collector.js';
 import { isExcluded, toInvocation, type Invocation } from './command-line.js';
 import type { SessionConfig } from './config.js';
 import { mergeEnv, withoutBrokerEnv } from './env.js';
+import { SandboxUnavailableError } from './errors.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from './output-capture.js';
 import { finishCommand, startLocal, stdioFor, type FinishedCommand } from './run-process.js';
 import { startSandboxed } from './sandboxed-run.js';
@@ -275,14 +277,16 @@ export class SandboxSession {
     const scratch = await mkdtemp(path.join(sandbox.scratchBase, 'call-'));
     try {
       const stdin = options.stdin ?? 'ignore';
+      const reads = await this.#readLaunch(scratch);
       const started = startSandboxed({
         broker: this.broker,
         log: this.#log,
         sandbox,
         argv: invocation.kind === 'shell' ? ['/bin/bash', '-c', invocation.script] : invocation.argv,
         cwd,
-        env: mergeEnv(this.#resources.env, options.env),
+        env: mergeEnv(mergeEnv(this.#resources.env, reads.env), options.env),
         scratch,
+        readDenied: reads.readDenied,
         writableRoots: this.#resources.writableRoots,
         unixSockets: this.config.sandbox.unixSockets,
         toolCallId,
@@ -292,6 +296,18 @@ export class SandboxSession {
       return await finishCommand(started, this.#finishOptions(options));
     } finally {
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
+    }
+  }
+
+  /** What the command about to start may not read (the read policy), worked out now: files change between commands. */
+  async #readLaunch(scratch: string): Promise<ReadLaunch> {
+    const reads = this.broker.plugin<ReadPolicyPlugin>(ReadPolicyPlugin.PLUGIN_NAME);
+    if (!reads) return { readDenied: [], env: {} };
+    try {
+      return await reads.prepareLaunch(scratch);
+    } catch (error) {
+      const message = error instanceof BrokerError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
+      throw new SandboxUnavailableError(`the read policy cannot be applied: ${message}`, { cause: error });
     }
   }
 

@@ -5,6 +5,7 @@ import { PROJECT_CONFIG_FILE, configJsonSchema, type BrokeredShellConfig } from 
 import { compileCacheRoots } from '../plugins/cache-roots/index.js';
 import { ExitCode } from './exit-codes.js';
 import { printJson, type Io } from './output.js';
+import { unreadableReport } from './unreadable-list.js';
 
 /** `config schema`: the JSON Schema of `<home>/config.json`, on stdout. */
 export async function schemaCommand(io: Io): Promise<number> {
@@ -14,7 +15,8 @@ export async function schemaCommand(io: Io): Promise<number> {
 
 /**
  * `config show`: the effective configuration for a workspace (defaults, home config,
- * project file) as JSON on stdout; which files were read goes to stderr.
+ * project file) as JSON on stdout; which files were read, the cache roots and what a
+ * command started now could not read go to stderr.
  */
 export async function showCommand(io: Io, options: { workspace?: string }, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const loaded = await loadConfig({ workspace: path.resolve(options.workspace ?? process.cwd()), env });
@@ -23,6 +25,7 @@ export async function showCommand(io: Io, options: { workspace?: string }, env: 
   }
   io.err(`brokered-shell: ${PROJECT_CONFIG_FILE} itself is protected: changing it needs approval`);
   for (const line of cacheRootLines(loaded.config.cacheRoots, env)) io.err(`brokered-shell: ${line}`);
+  for (const line of await unreadableReport(loaded.config, loaded.workspace, env)) io.err(`brokered-shell: ${line}`);
   printJson(io, loaded.config);
   return ExitCode.OK;
 }

@@ -2,11 +2,13 @@ import { access, constants, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { checkLauncher, storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
+import { loadConfig } from '../config/load.js';
 import { native, nativeProblemLine, type KernelProbe } from '../native/index.js';
 import { locateSandboxBinary } from '../sandbox/locate.js';
 import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { ExitCode } from './exit-codes.js';
 import { describeError, printJson, table, type Io } from './output.js';
+import { rowsOf, unreadableFor, unreadableLines, type UnreadableRow } from './unreadable-list.js';
 
 /** Landlock ABI 6 brings SCOPE_SIGNAL, which keeps the sandbox from signalling us. */
 export const MIN_LANDLOCK_ABI = 6;
@@ -28,6 +30,8 @@ export interface DoctorReport {
   runtimeReason: string;
   kernel?: KernelProbe;
   checks: Check[];
+  /** What a command started now in the current directory could not read (the read policy). */
+  unreadable: UnreadableRow[];
 }
 
 const SECCOMP_REASON = 'Landlock + seccomp user notification';
@@ -70,9 +74,26 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   checks.push(preload);
   const home = resolveHome(env);
   checks.push(await storeCheck(home));
+  const reads = await readPolicyCheck(env, kernel);
+  checks.push(reads.check);
   const seccomp = checks.every((c) => c.ok || !c.required);
   const { runtime, runtimeReason } = defaultRuntime(seccomp, checks, preload.ok, kernel);
-  return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks };
+  return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks, unreadable: reads.unreadable };
+}
+
+/** The read policy in force for a command started here now, and whether this kernel can keep it (Landlock). */
+async function readPolicyCheck(env: NodeJS.ProcessEnv, kernel: KernelProbe | undefined): Promise<{ check: Check; unreadable: DoctorReport['unreadable'] }> {
+  const check = (ok: boolean, detail: string): Check => ({ name: 'read policy', ok, detail, required: false });
+  try {
+    const loaded = await loadConfig({ workspace: process.cwd(), env });
+    const found = await unreadableFor(loaded.config, loaded.workspace, env);
+    const unreadable = rowsOf(found);
+    const enforced = kernel !== undefined && kernel.landlockAbi > 0;
+    const count = `${found.length} path${found.length === 1 ? '' : 's'} kept from commands' reads`;
+    return { check: check(enforced, enforced ? `${count}, in the kernel (Landlock)` : `${count}, and no Landlock to keep them: run refuses to start`), unreadable };
+  } catch (error) {
+    return { check: check(false, (describeError(error).split('\n')[0] ?? '').trim()), unreadable: [] };
+  }
 }
 
 /** Every runtime starts commands through the launcher, and it must answer as this version's does. */
@@ -95,8 +116,8 @@ function preloadCheck(): Check {
 
 /**
  * The runtime `run` picks by default and why: seccomp where every check it needs passed;
- * else preload (over Landlock when the kernel has any ABI of it) when the library is
- * built and the broker's addon loads; else none.
+ * else preload, over Landlock (any ABI: only Landlock keeps the read policy's paths from
+ * a command), when the library is built and the broker's addon loads; else none.
  */
 export function defaultRuntime(seccomp: boolean, checks: readonly Check[], preloadBuilt: boolean, kernel: KernelProbe | undefined): Pick<DoctorReport, 'runtime' | 'runtimeReason'> {
   if (seccomp) return { runtime: 'seccomp', runtimeReason: SECCOMP_REASON };
@@ -105,8 +126,10 @@ export function defaultRuntime(seccomp: boolean, checks: readonly Check[], prelo
   if (missing.includes('native addon')) return { runtime: 'none', runtimeReason: `${why}; the broker needs it for every runtime` };
   if (missing.includes(LAUNCHER_CHECK)) return { runtime: 'none', runtimeReason: `${why}; every runtime starts commands through it` };
   if (!preloadBuilt) return { runtime: 'none', runtimeReason: `${why}, and the preload library is not built` };
-  const landlock = kernel && kernel.landlockAbi > 0 ? `over Landlock ABI ${kernel.landlockAbi}` : 'without Landlock, so its checks are advisory';
-  return { runtime: 'preload', runtimeReason: `${why}; the preload library asks the broker from inside dynamically linked programs, ${landlock}` };
+  if (!kernel || kernel.landlockAbi <= 0) {
+    return { runtime: 'none', runtimeReason: `${why}, and without Landlock nothing keeps the read policy's paths (the brokered-shell store, the secrets) from commands` };
+  }
+  return { runtime: 'preload', runtimeReason: `${why}; the preload library asks the broker from inside dynamically linked programs, over Landlock ABI ${kernel.landlockAbi}` };
 }
 
 async function storeCheck(home: string): Promise<Check> {
@@ -143,6 +166,7 @@ export async function doctorCommand(io: Io, options: { json?: boolean }): Promis
   if (options.json) printJson(io, report);
   else {
     io.out(table(report.checks.map((c) => [c.ok ? 'ok' : c.required ? 'MISSING' : 'warn', c.name, c.detail])));
+    for (const line of unreadableLines(report.unreadable)) io.out(line);
     io.out(report.runtime === 'none' ? 'runtime: none — `run` will refuse to start' : `runtime: ${report.runtime} (${report.runtimeReason})`);
   }
   return report.ok ? ExitCode.OK : ExitCode.FAILURE;

@@ -11,6 +11,7 @@ import { HOME_CONFIG_FILE } from '../config/schema.js';
 import { BrokerError, ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type ApprovalChoice, type AskedQuestion, type PromptBlock } from '../plugins/approval/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
+import { ReadPolicyPlugin, namedUnreadable, unreadableHint } from '../plugins/read-policy/index.js';
 import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
 import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
@@ -149,6 +150,8 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     // The command ran: its status stands, and the person learns the turn was not committed.
     if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${printable(ended.error ?? 'unknown error')}`);
     for (const line of denied.lines()) io.err(line);
+    const hint = result.exitCode === 0 ? undefined : readHint(session, command);
+    if (hint) io.err(withConfigFile(hint, path.join(resolveHome(env), HOME_CONFIG_FILE)));
     const summary = turnSummaryLine(ended);
     if (summary) io.err(summary);
     for (const notice of ended.notices ?? []) io.err(`brokered-shell: warning: ${printable(notice)}`);
@@ -216,6 +219,16 @@ const SCOPE_WORDS: Record<ApprovalChoice['scope'], string> = { once: 'once', ses
 
 function listNeeded(io: Io, blocks: readonly PromptBlock[]): void {
   for (const block of blocks) io.err(`brokered-shell: needs approval: ${describeBlock(block)}`);
+}
+
+/**
+ * A failed command's reads were refused in the kernel, where the broker never hears of
+ * them: when its command line names a path the read policy kept from it, say which and why.
+ */
+function readHint(session: SandboxSession, command: string): string | undefined {
+  const reads = session.broker.plugin<ReadPolicyPlugin>(ReadPolicyPlugin.PLUGIN_NAME);
+  const named = reads && namedUnreadable(command, reads.lastUnreadable, reads.policy.homes[0] ?? '/');
+  return named && printable(unreadableHint(named));
 }
 
 /** Requests the policy refused (not prompts, not the kernel's own path errors), for the summary on stderr. */

@@ -33,5 +33,6 @@ export function turnSummaryLine(ended: EndTurnResult): string | undefined {
 export function withConfigFile(reason: string, homeConfigFile: string): string {
   let out = reason;
   for (const remedy of [OUTSIDE_ROOTS_REMEDY, KEPT_OUT_REMEDY]) out = out.replace(remedy, remedy.replace('<home>/config.json', homeConfigFile));
-  return out;
+  // The read policy's remedies name a setting of the home config too (secrets.remove: […] in <home>/config.json).
+  return out.replace(/(secrets\.remove: \[[^\]]*\] in )<home>\/config\.json/g, (_, head: string) => `${head}${homeConfigFile}`);
 }

@@ -10,6 +10,7 @@ export {
   fileSafetyConfigSchema,
   sandboxConfigSchema,
   sandboxRuntimeSchema,
+  secretsConfigSchema,
   type BrokeredShellConfig,
   type BrokeredShellConfigInput,
   type SandboxRuntime,

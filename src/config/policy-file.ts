@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
 import { durabilitySchema, normaliseMaxSizeMB } from '../backup/settings.js';
 import { cacheRootPathSchema } from '../plugins/cache-roots/options.js';
-import { fileSafetyRuleSchema } from '../plugins/file-safety/index.js';
+import { fileSafetyRulesSchema } from '../plugins/file-safety/index.js';
 import type { BrokeredShellConfig } from './schema.js';
 
 /**
@@ -25,7 +25,7 @@ export const policyFileSchema = z.strictObject({
         .refine((value) => !value.startsWith('~') || value === '~' || value.startsWith('~/'), 'may start with ~ only as ~/'),
     )
     .default([]),
-  rules: z.array(fileSafetyRuleSchema).default([]),
+  rules: fileSafetyRulesSchema.default([]),
   outsideRoots: z.enum(['deny', 'prompt']).optional(),
   backup: z
     .strictObject({
@@ -99,6 +99,7 @@ export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile)
       rules: [...config.fileSafety.rules, ...policy.rules],
       outsideRoots: policy.outsideRoots ?? config.fileSafety.outsideRoots,
     },
+    secrets: { ...config.secrets, add: [...config.secrets.add], remove: [...config.secrets.remove] },
     approvals: config.approvals,
     approvalTimeoutSeconds: config.approvalTimeoutSeconds,
   };

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { escapeGlob } from '../plugins/file-safety/glob.js';
-import { fileSafetyRuleSchema, type FileSafetyRule } from '../plugins/file-safety/options.js';
+import { fileSafetyRuleSchema, refuseReadPrompts, type FileSafetyRule } from '../plugins/file-safety/options.js';
+import { secretPathSchema } from '../plugins/read-policy/options.js';
 import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
 
 /**
@@ -20,7 +21,9 @@ import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
  *   absolute ones must lie inside it, `~` ones are refused. `deny` rules keep their
  *   file-safety meaning everywhere: they can only take away;
  * - turn things on, never off: `sandbox.enabled: true`, `fileBackup.enabled: true`;
- * - pick the stricter value: `fileBackup.oversize: "deny"`, `fileSafety.outsideRoots: "deny"`.
+ * - pick the stricter value: `fileBackup.oversize: "deny"`, `fileSafety.outsideRoots: "deny"`;
+ * - add to `secrets.add`: more paths commands may not read. Its `remove` and `defaults`
+ *   are refused: they would let commands read credentials the user keeps from them.
  *
  * `cacheRoots` is refused whole: adding one would let commands change more without a
  * backup, and which of this machine's tool caches are left to the tools is the user's call.
@@ -79,9 +82,16 @@ export const projectConfigSchema = z
       .optional(),
     approvals: refused('how a person is asked is the user\'s choice (approvals belongs in the home config)'),
     approvalTimeoutSeconds: refused('how long a question waits is the user\'s choice (approvalTimeoutSeconds belongs in the home config)'),
+    secrets: z
+      .strictObject({
+        add: z.array(secretPathSchema).optional(),
+        remove: refused("which of this machine's credentials commands may read is the user's setting (secrets.remove belongs in the home config)"),
+        defaults: refused("which of this machine's credentials commands may read is the user's setting (secrets.defaults belongs in the home config)"),
+      })
+      .optional(),
     fileSafety: z
       .strictObject({
-        rules: z.array(projectRuleSchema).optional(),
+        rules: z.array(projectRuleSchema).superRefine(refuseReadPrompts).optional(),
         outsideRoots: onlyStricter('deny', ['prompt'], 'would turn denials outside the writable roots into questions; a project may only choose "deny"').optional(),
       })
       .optional(),
@@ -186,6 +196,12 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
     fileSafety: {
       rules: [...home.fileSafety.rules, ...projectRules],
       outsideRoots: project.fileSafety?.outsideRoots ?? home.fileSafety.outsideRoots,
+    },
+    // What the project adds stays unreadable even where the home config's remove named it.
+    secrets: {
+      ...home.secrets,
+      add: [...new Set([...home.secrets.add, ...(project.secrets?.add ?? [])])],
+      remove: home.secrets.remove.filter((entry) => !(project.secrets?.add ?? []).includes(entry)),
     },
     approvals: home.approvals,
     approvalTimeoutSeconds: home.approvalTimeoutSeconds,

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { DEFAULT_DURABILITY, FILE_BACKUP_MAX_SIZE_MB, durabilitySchema, oversizePolicySchema } from '../backup/settings.js';
 import { cacheRootsSettingsSchema } from '../plugins/cache-roots/options.js';
 import { DEFAULT_APPROVAL_TIMEOUT_MS, approvalModeSchema } from '../plugins/approval/plugin.js';
-import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
+import { fileSafetyRulesSchema } from '../plugins/file-safety/options.js';
+import { secretsSettingsSchema } from '../plugins/read-policy/options.js';
 
 /**
  * The whole configuration of brokered-shell, one schema. Every object is strict (an
@@ -62,10 +63,9 @@ export const fileBackupConfigSchema = z.strictObject({
 });
 
 export const fileSafetyConfigSchema = z.strictObject({
-  rules: z
-    .array(fileSafetyRuleSchema)
+  rules: fileSafetyRulesSchema
     .default([])
-    .describe('Path rules: /absolute, ~/under-home or relative (any depth); among matching rules the most restrictive wins'),
+    .describe('Path rules: /absolute, ~/under-home or relative (any depth); among matching rules the most restrictive wins; deny for read is enforced on every read, prompt cannot be for read'),
   outsideRoots: z.enum(['deny', 'prompt']).default('deny').describe('The answer for a write outside every writable root that no rule named'),
 });
 
@@ -76,6 +76,15 @@ export const fileSafetyConfigSchema = z.strictObject({
  */
 export const cacheRootsConfigSchema = cacheRootsSettingsSchema.describe(
   "Tools' caches, changed without a question or a backup: the defaults present at session start (defaults), less remove (names or paths), plus add (home config only)",
+);
+
+/**
+ * What commands may not read besides the store and the rules that deny `read`: the
+ * built-in list of credentials where this machine keeps them, less `remove`, plus `add`.
+ * A project may only add.
+ */
+export const secretsConfigSchema = secretsSettingsSchema.describe(
+  'Files and folders commands may not read: the default credential list present when a command starts (defaults), less remove (names or paths), plus add',
 );
 
 export const approvalsSchema = approvalModeSchema
@@ -100,6 +109,7 @@ export const brokeredShellConfigSchema = z
     cacheRoots: cacheRootsConfigSchema.prefault({}),
     fileBackup: fileBackupConfigSchema.prefault({}),
     fileSafety: fileSafetyConfigSchema.prefault({}),
+    secrets: secretsConfigSchema.prefault({}),
     approvals: approvalsSchema,
     approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
   })

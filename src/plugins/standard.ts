@@ -10,6 +10,7 @@ import { HeldWritesPlugin } from './held-writes/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
+import { ReadPolicyPlugin, type SecretsSettingsInput } from './read-policy/index.js';
 import { RequesterAccessPlugin } from './requester-access.js';
 import { SandboxTokenPlugin } from './sandbox-token.js';
 import { SessionGrantsPlugin } from './session-grants.js';
@@ -35,6 +36,12 @@ export interface StandardPluginsOptions {
    * its `home` defaults to `userHome`). None when absent.
    */
   cacheRoots?: CacheRootsOptions;
+  /**
+   * What commands may not read besides the store and the rules that deny `read`
+   * (ReadPolicyPlugin): the default secret list, changed by `secrets`; `env` is the
+   * commands' environment, where tools name their own files (default: this process's).
+   */
+  readPolicy?: { secrets?: SecretsSettingsInput; env?: NodeJS.ProcessEnv };
   /** Directories the command changes without asking (its temp dir): see HostOperationsPlugin. */
   volatileRoots?: string[];
   /** Environment used to locate the home trash (XDG_DATA_HOME, HOME). */
@@ -59,6 +66,15 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
       rules: options.rules ?? [],
       protectedPaths: [options.home, ...(options.protectedPaths ?? [])],
       ...(options.outsideRoots ? { outsideRoots: options.outsideRoots } : {}),
+      ...home,
+    }),
+    // What may not be read: the store, the secret list, the rules that deny reading (kernel and broker alike).
+    new ReadPolicyPlugin({
+      store: options.home,
+      rules: options.rules ?? [],
+      roots: options.writableRoots,
+      ...(options.readPolicy?.secrets ? { secrets: options.readPolicy.secrets } : {}),
+      ...(options.readPolicy?.env ? { env: options.readPolicy.env } : {}),
       ...home,
     }),
     // The broker reads (copies, backs up) and changes for a sandboxed requester only what it could itself.

@@ -7,6 +7,7 @@
  *   --broker-fd N      the request channel (always 3 here)
  *   --scratch DIR      freely writable dirs (`scratchDirs`; TMPDIR defaults to the first)
  *   --write-dev PATH   extra writable devices below /dev (`writeDevs`)
+ *   --deny-read PATH   what the command may not read or execute (`readDenied`, the read policy)
  *   --check            kernel probe (`checkSandboxSupport`)
  *   --print-filter     the seccomp tables as JSON (`describeSeccompFilter`)
  * Exit codes: the command's own; 125 broker channel lost (command killed); 126 sandbox

@@ -7,7 +7,8 @@ import type { SandboxExit, SandboxStdio } from './spawn.js';
  * The preload runtime: the fallback where seccomp user notification is missing, and the
  * reference's eager per-call IPC model for side-by-side benchmarks. The launcher
  * (`brokered-sandbox --mode preload`) drops capabilities, applies Landlock where the
- * kernel has it (read everywhere, write only the writable dirs and a few devices) and
+ * kernel has it (read everywhere but the read policy's paths, write only the writable
+ * dirs and a few devices; with a read policy and no Landlock it refuses to start) and
  * starts the command with the brokered-preload library first in LD_PRELOAD, staying as
  * its child subreaper: the command's orphans stay below it, and whatever the command
  * left running is killed when it ends (as under the seccomp supervisor). The library
@@ -45,6 +46,11 @@ export interface SpawnPreloadedOptions {
   /** Devices beyond /dev/null, /dev/zero, /dev/full, /dev/tty and /dev/pts the command may write. */
   writeDevs?: readonly string[];
   /**
+   * Files and folders the command may not read or execute: only Landlock keeps them so (the
+   * library never sees reads), so without it the launcher refuses to start (exit 126).
+   */
+  readDenied?: readonly string[];
+  /**
    * false: no Landlock even where the kernel has it (the launcher says so on stderr) —
    * the reference's model alone, for benchmarks. `run` never turns it off.
    */
@@ -62,7 +68,7 @@ export interface PreloadedProcess {
 }
 
 /** The launcher's arguments for the preload runtime (exported for diagnostics). */
-export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writableDirs' | 'writeDevs' | 'landlock'> & { library: string }): string[] {
+export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writableDirs' | 'writeDevs' | 'readDenied' | 'landlock'> & { library: string }): string[] {
   if (options.argv.length === 0) throw new RangeError('argv must name a program');
   return [
     '--mode',
@@ -71,6 +77,7 @@ export function preloadArgs(options: Pick<SpawnPreloadedOptions, 'argv' | 'writa
     options.library,
     ...options.writableDirs.flatMap((dir) => ['--writable', dir]),
     ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
+    ...(options.readDenied ?? []).flatMap((denied) => ['--deny-read', denied]),
     ...(options.landlock === false ? ['--no-landlock'] : []),
     '--',
     ...options.argv,

@@ -18,6 +18,11 @@ export interface SpawnSandboxedOptions {
   writeDevs?: readonly string[];
   /** Unix sockets outside the scratch dirs the command may connect to (the broker's, an ssh agent's). */
   unixSockets?: readonly string[];
+  /**
+   * Files and folders the command may not read or execute (the read policy); everything
+   * else stays readable in the kernel. Paths not there at launch are skipped.
+   */
+  readDenied?: readonly string[];
   /** Decides each modifying syscall outside the scratch dirs; see KernelRequest/KernelAnswer. */
   onRequest: KernelRequestHandler;
   /** Told about each syscall the supervisor refused without asking (to audit it). */
@@ -44,7 +49,7 @@ export interface SandboxedProcess {
 }
 
 /** The launcher's arguments for these options (exported for diagnostics). */
-export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs' | 'unixSockets'>): string[] {
+export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs' | 'unixSockets' | 'readDenied'>): string[] {
   if (options.argv.length === 0) throw new RangeError('argv must name a program');
   return [
     '--broker-fd',
@@ -52,6 +57,7 @@ export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scrat
     ...options.scratchDirs.flatMap((dir) => ['--scratch', dir]),
     ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
     ...(options.unixSockets ?? []).flatMap((socket) => ['--unix-socket', socket]),
+    ...(options.readDenied ?? []).flatMap((denied) => ['--deny-read', denied]),
     '--',
     ...options.argv,
   ];

@@ -104,6 +104,7 @@ describe('loading', () => {
         ],
         outsideRoots: 'deny',
       },
+      secrets: { defaults: true, add: [], remove: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });

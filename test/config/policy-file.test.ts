@@ -40,6 +40,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
       ],
       outsideRoots: 'prompt',
     },
+    secrets: { defaults: true, add: [], remove: [] },
     approvals: 'inline',
     approvalTimeoutSeconds: 300,
   });

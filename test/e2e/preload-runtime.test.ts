@@ -59,7 +59,8 @@ describe('doctor: the default runtime and why', () => {
   it.each([
     ['seccomp', true, true, 7, 'seccomp', /^Landlock \+ seccomp user notification$/],
     ['preload over Landlock', false, true, 3, 'preload', /lacks seccomp user notification; .* over Landlock ABI 3$/],
-    ['preload without Landlock: advisory', false, true, 0, 'preload', /without Landlock, so its checks are advisory$/],
+    // The store (and the secrets) is kept from commands' reads, which nothing but Landlock can do.
+    ['none without Landlock: nothing would keep the read policy', false, true, 0, 'none', /without Landlock nothing keeps the read policy's paths/],
     ['none when the library is not built', false, false, 7, 'none', /not built$/],
   ] as const)('%s', (_label, seccomp, built, abi, runtime, reason) => {
     const chosen = defaultRuntime(seccomp, seccomp ? [] : missing, built, kernel(abi));
@@ -144,6 +145,15 @@ describe('the launcher in --mode preload', () => {
       'brokered-sandbox: Landlock is not available here (turned off with --no-landlock); the preload runtime runs without it, so its checks are advisory: a program the library does not reach can write wherever this user can',
     ]);
     expect(await fs.readFile(path.join(world.outside, 'f'), 'utf8')).toBe('changed\n');
+  });
+
+  it('a read policy without Landlock: 126, nothing ran, and it says why', async () => {
+    await fs.writeFile(path.join(world.outside, 'secret'), 'secret\n');
+    const args = preloadArgs({ argv: ['cat', path.join(world.outside, 'secret')], writableDirs: [world.ws], readDenied: [path.join(world.outside, 'secret')], library: locatePreloadLibrary(), landlock: false });
+    const result = await launch(args);
+    expect(result.status).toBe(126);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/a read policy is in force \(1 paths\) and Landlock is not available \(turned off with --no-landlock\): nothing else keeps them unreadable, so nothing was run/);
   });
 
   it.each([

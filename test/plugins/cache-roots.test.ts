@@ -63,7 +63,8 @@ const request = (operation: Operation, paths: Parameters<typeof operationTargets
   sessionId: 's1',
   options,
 });
-const open = (file: string): BrokerRequestInput => ({ origin: 'kernel', action: 'check', operation: 'open', targets: openTargets(file, true), sessionId: 's1' });
+// A write-only creating open, as the supervisor sends `echo > file` (O_WRONLY|O_CREAT|O_TRUNC).
+const open = (file: string): BrokerRequestInput => ({ origin: 'kernel', action: 'check', operation: 'open', targets: openTargets(file, true), sessionId: 's1', options: { openFlags: 0o1101 } });
 
 async function commit(b: Broker) {
   const answer = await b.control('CommitModifyBackup', { commitMsg: 'turn' });

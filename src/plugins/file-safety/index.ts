@@ -2,7 +2,10 @@ export { FileSafetyPlugin, FILE_SAFETY_TAPS, PLUGIN_NAME } from './plugin.js';
 export {
   fileSafetyOptionsSchema,
   fileSafetyRuleSchema,
+  fileSafetyRulesSchema,
   parseFileSafetyOptions,
+  refuseReadPrompts,
+  ruleAccess,
   type FileSafetyOptions,
   type FileSafetyRule,
   type ParsedFileSafetyOptions,

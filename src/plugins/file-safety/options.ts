@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema, issueLines } from '../../core/index.js';
+import { BrokerError, ErrorCodes, absolutePathSchema, accessSchema, verdictSchema, issueLines, type Access } from '../../core/index.js';
 import { patternProblem } from './patterns.js';
 
 const noNul = (value: string) => !value.includes('\0');
@@ -25,7 +25,7 @@ export const fileSafetyRuleSchema = z.strictObject({
       const problem = patternProblem(value);
       if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
     }),
-  /** Which accesses the rule governs; all of them when absent. */
+  /** Which accesses the rule governs; when absent, every access its decision can govern (ruleAccess). */
   access: z.array(accessSchema).min(1).optional(),
   decision: verdictSchema,
   /** Shown in the audit log and to a person asked to approve. */
@@ -33,11 +33,37 @@ export const fileSafetyRuleSchema = z.strictObject({
 });
 export type FileSafetyRule = z.infer<typeof fileSafetyRuleSchema>;
 
+/**
+ * The accesses a rule governs. A `prompt` cannot govern reads: a command's reads never
+ * reach the broker (the kernel decides them where they happen), so nothing could be
+ * asked; a prompt rule without `access` is about writes and deletes, and one that names
+ * `read` is refused (refuseReadPrompts).
+ */
+export function ruleAccess(rule: Pick<FileSafetyRule, 'access' | 'decision'>): Access[] {
+  return rule.access ?? (rule.decision === 'prompt' ? ['write', 'delete'] : ['read', 'write', 'delete']);
+}
+
+/** A list of rules: each one refused, by its `access` key, when it asks about reads. */
+export function refuseReadPrompts(rules: ReadonlyArray<Pick<FileSafetyRule, 'access' | 'decision'>>, context: z.RefinementCtx): void {
+  rules.forEach((rule, index) => {
+    if (rule.decision !== 'prompt' || !rule.access?.includes('read')) return;
+    context.addIssue({
+      code: 'custom',
+      path: [index, 'access'],
+      message:
+        'refused: a read cannot be asked about: a command\'s reads never reach the broker (the kernel decides them where they happen), so the question would never come and the read would go ahead; use "deny" for read, or take "read" out of access',
+    });
+  });
+}
+
+/** Rules as a configuration lists them. */
+export const fileSafetyRulesSchema = z.array(fileSafetyRuleSchema).superRefine(refuseReadPrompts);
+
 export const fileSafetyOptionsSchema = z.strictObject({
   /** Where writes and deletes are left to the sandbox. Must exist; resolved to real paths. */
   writableRoots: z.array(absolutePathSchema),
   /** Configured rules. Among the rules that match a target, the most restrictive decides. */
-  rules: z.array(fileSafetyRuleSchema).default([]),
+  rules: fileSafetyRulesSchema.default([]),
   /** The broker's own files (socket directory, backup store): never written, never deleted. */
   protectedPaths: z.array(absolutePathSchema).default([]),
   /** What `~` means in patterns and where shell startup files live (default: the OS's home). */

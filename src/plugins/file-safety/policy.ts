@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { errnoOf, type Access } from '../../core/index.js';
 import { buildProtections, type Protection } from './mandatory.js';
-import { invalidOptions, parseFileSafetyOptions, type FileSafetyRule, type ParsedFileSafetyOptions } from './options.js';
+import { invalidOptions, parseFileSafetyOptions, ruleAccess, type FileSafetyRule, type ParsedFileSafetyOptions } from './options.js';
 import { GitConfigWatch } from './git-config-watch.js';
 import { compilePattern, realOfDeepestExisting, unique, type PathMatcher } from './patterns.js';
 
@@ -60,7 +60,7 @@ export function compileFileSafety(input: unknown): FileSafetyPolicy {
       return {
         index,
         pattern: rule.pattern,
-        access: new Set<Access>(rule.access ?? ['read', 'write', 'delete']),
+        access: new Set<Access>(ruleAccess(rule)),
         decision: rule.decision,
         reason: rule.reason,
         matches: compilePattern(rule.pattern, homes),
