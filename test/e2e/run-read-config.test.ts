@@ -39,7 +39,7 @@ describe('a read rule the runtime cannot enforce', () => {
   ])('is refused at load in %s, naming its key; nothing runs', async (_label, writeIt, file) => {
     await writeIt();
     const result = await runIn('touch ran');
-    expect(result.status).toBe(1);
+    expect(result.status).toBe(126);
     expect(result.stderr).toContain(`${file()}:`);
     expect(result.stderr).toMatch(/- fileSafety\.rules\.0\.access: refused: a read cannot be asked about/);
     await expect(fs.lstat(path.join(world.ws, 'ran'))).rejects.toMatchObject({ code: 'ENOENT' });
@@ -49,7 +49,7 @@ describe('a read rule the runtime cannot enforce', () => {
     const policy = path.join(world.base, 'policy.json');
     await fs.writeFile(policy, JSON.stringify({ rules: [askRead] }));
     const result = await runIn('touch ran', {}, ['--policy', policy]);
-    expect(result.status).toBe(1);
+    expect(result.status).toBe(126);
     expect(result.stderr).toMatch(/rules\.0\.access: refused: a read cannot be asked about/);
     await expect(fs.lstat(path.join(world.ws, 'ran'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
@@ -71,7 +71,7 @@ describe('the secret list in the configuration', () => {
     expect(added.out).not.toContain(MARKER);
     await fs.writeFile(projectFile(), JSON.stringify({ secrets: { remove: ['ssh'], defaults: false } }));
     const refused = await runIn('true');
-    expect(refused.status).toBe(1);
+    expect(refused.status).toBe(126);
     expect(refused.stderr).toMatch(/- secrets\.remove: refused: which of this machine's credentials commands may read is the user's setting/);
     expect(refused.stderr).toMatch(/- secrets\.defaults: refused/);
   });
