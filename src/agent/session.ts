@@ -75,7 +75,10 @@ export class SandboxSession {
   readonly #calls = new Map<string, { command: string } | { tool: GuardTool | 'delete' }>();
   #closed = false;
 
-  /** Use `createSandboxSession`. */
+  /**
+   * Use `createSandboxSession`.
+   * @internal
+   */
   constructor(resources: SessionResources, options: SandboxSessionOptions) {
     this.#resources = resources;
     this.sessionId = resources.sessionId;
