@@ -11,9 +11,7 @@
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createSandboxSession, type Approver } from '../src/agent/index.js';
-import { BackupHome } from '../src/backup/index.js';
-import { loadConfig, sessionConfigOf } from '../src/config/index.js';
+import { BackupHome, createSandboxSession, loadConfig, sessionConfigOf, type Approver } from 'brokered-shell';
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), 'brokered-shell-agent-loop-')));
 const home = path.join(base, 'home'); // the brokered-shell home: config.json and the backups

@@ -13,7 +13,7 @@ export { turnSummary, turnSummaryText, type TurnSummary } from './turn-summary.j
 export { TurnHistory, openBackupHome, restoreFound, type RestoreOutcome, type TurnRestoreOptions } from './turn-history.js';
 export { diffTurnEntries, type DiffStyle, type FileDiff, type TurnDiff, type TurnDiffOutput } from './turn-diff.js';
 export { turnJson, type TurnJson } from './turn-json.js';
-export { isWorkspaceSession, workspaceMark, workspaceSessionId, workspaceSessions } from './workspace-sessions.js';
+export { isWorkspaceSession, workspaceMark, workspaceSession, workspaceSessionId, workspaceSessions } from './workspace-sessions.js';
 export type {
   ApprovalRequest,
   Approver,

@@ -13,7 +13,16 @@ export function workspaceMark(workspace: string): string {
 
 /** A new session id for a workspace (`workspace`: its real path); `kind` says who made it (`mcp`). */
 export function workspaceSessionId(workspace: string, kind: string): string {
-  return `${workspaceMark(workspace)}-${kind}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  return workspaceSession(workspace, `${kind}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`);
+}
+
+/**
+ * The id of a named session of a workspace, the same each time: a tool that keeps its own
+ * sessions (an agent's conversation) names them. What a session id may not hold (a
+ * separator, `..`, a control character) becomes `_`, and the name is cut to fit 128.
+ */
+export function workspaceSession(workspace: string, name: string): string {
+  return `${workspaceMark(workspace)}-${name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 100)}`;
 }
 
 /** Whether a session ran in this workspace (its real path): the one test of it. */
