@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { BackupHome } from '../../src/backup/index.js';
+import { waitFor } from '../helpers/wait-for.js';
 import { connect, tempDir } from './helpers.js';
 
 /** A home and a workspace with a text file and a file of every byte value. */
@@ -148,5 +150,19 @@ describe('brokered-shell mcp, driven by the SDK client over stdio', () => {
     const restore = await mcp.call('restore_turn', { turn: 'latest' });
     expect(restore.isError).toBe(true);
     expect(restore.text).toMatch(/no committed turn.*\[BSH_TURN_NOT_FOUND\]/);
+  });
+
+  it('when the client leaves mid-command, the command is stopped and its turn committed', async () => {
+    const { home, workspace } = await setUp();
+    const mcp = await connect({ home, workspace });
+    const running = mcp.call('run', { command: 'echo started > started.txt; echo changed > notes.txt; sleep 30; echo late > late.txt' }).catch((error: unknown) => error);
+    await waitFor('the command to start', () => (existsSync(path.join(workspace, 'started.txt')) ? true : undefined));
+    await mcp.close();
+    await running;
+    expect(existsSync(path.join(workspace, 'late.txt'))).toBe(false);
+    const turns = await new BackupHome({ home }).listTurns();
+    expect(turns).toHaveLength(1);
+    expect(turns[0]).toMatchObject({ message: expect.stringContaining('sleep 30'), committedAt: expect.any(String) });
+    expect(turns[0]?.files.map((file) => path.basename(file.path))).toEqual(['notes.txt']);
   });
 });
