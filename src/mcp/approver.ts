@@ -2,7 +2,8 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { ApprovalRequest, Approver } from '../agent/types.js';
 import type { Logger } from '../core/index.js';
 import { printable } from '../core/printable.js';
-import type { ApprovalChoice, PromptBlock } from '../plugins/approval/index.js';
+import type { ApprovalChoice } from '../plugins/approval/index.js';
+import { describeBlock, describeChoice } from '../agent/approval-words.js';
 
 /** What a question gets when the client cannot be asked: `--answer yes` or `no` (the default). */
 export type UnaskedAnswer = 'yes' | 'no';
@@ -14,17 +15,7 @@ interface Option {
   answer: boolean | ApprovalChoice;
 }
 
-function describeBlock(block: PromptBlock): string {
-  const by = block.operation === block.access ? '' : ` by ${block.operation}`;
-  return printable(`${block.access} ${block.normalisedPath}${by}`);
-}
-
-function choiceTitle(choice: ApprovalChoice): string {
-  if (choice.scope === 'once') return 'Yes, this change once';
-  if (choice.scope === 'session') return 'Yes, and this path for the rest of the session';
-  const what = choice.repository ? `set up the new repository ${printable(choice.directory)}` : `set up the new directory ${printable(choice.directory)}`;
-  return `Yes, and let this command ${what} ${choice.lasts === 'turn' ? 'until the turn ends' : 'for the rest of the session'}`;
-}
+const capitalised = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
 
 const keyOf = (choice: ApprovalChoice): string => (choice.scope === 'directory' ? `directory-${choice.lasts}` : choice.scope);
 
@@ -32,13 +23,13 @@ const keyOf = (choice: ApprovalChoice): string => (choice.scope === 'directory' 
 function questionOf(request: ApprovalRequest): { message: string; options: Option[] } {
   const no: Option = { key: 'no', title: 'No: the command gets "permission denied" there', answer: false };
   if (request.kind === 'path') {
-    const lines = [`The command waits for approval: ${describeBlock(request.block)}`];
+    const lines = [`The command waits for approval: ${describeBlock(request.block, false)}`];
     if (request.block.reason) lines.push(`Why: ${printable(request.block.reason)}`);
     if (request.command) lines.push(`Command: ${printable(request.command)}`);
-    return { message: lines.join('\n'), options: [...request.choices.map((choice) => ({ key: keyOf(choice), title: choiceTitle(choice), answer: choice })), no] };
+    return { message: lines.join('\n'), options: [...request.choices.map((choice) => ({ key: keyOf(choice), title: capitalised(describeChoice(choice)), answer: choice })), no] };
   }
   if (request.kind === 'paths') {
-    const lines = ['The command needs approval for:', ...request.blocks.map((block) => `  ${describeBlock(block)}${block.reason ? ` (${printable(block.reason)})` : ''}`)];
+    const lines = ['The command needs approval for:', ...request.blocks.map((block) => `  ${describeBlock(block)}`)];
     return { message: lines.join('\n'), options: [{ key: 'session', title: 'Yes: approve these for the session and run the command again', answer: true }, no] };
   }
   return { message: `The command asks to run without the sandbox: ${printable(request.command)}`, options: [{ key: 'once', title: 'Yes, run it without the sandbox', answer: true }, no] };
