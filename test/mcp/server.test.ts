@@ -142,6 +142,12 @@ describe('brokered-shell mcp, driven by the SDK client over stdio', () => {
     const foreign = await again.call('show_turn', { turn: away.structured.turnId as string });
     expect(foreign.isError).toBe(true);
     expect(foreign.text).toContain('[BSH_TURN_NOT_FOUND]');
+    // A prefix both of the workspace's turns share (their ids begin with the date) names neither.
+    const ambiguous = await again.call('show_turn', { turn: (one.structured.turnId as string).slice(0, 2) });
+    expect(ambiguous.isError).toBe(true);
+    expect(ambiguous.text).toContain('is ambiguous; it matches:');
+    expect(ambiguous.text).toContain(one.structured.turnId as string);
+    expect(ambiguous.text).not.toContain(away.structured.turnId as string);
   });
 
   it('an unknown turn is a tool error with its code', async () => {
