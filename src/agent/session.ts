@@ -228,22 +228,22 @@ export class SandboxSession {
    */
   async restore(turn: string, options: TurnRestoreOptions = {}): Promise<RestoreReport> {
     await this.#settle();
-    return this.#history.restore(turn, options);
+    return this.#track(() => this.#history.restore(turn, options));
   }
 
   /** A turn and every later turn of this session undone, newest first (`backups restore --to`). */
   async rewind(turn: string, options: TurnRestoreOptions = {}): Promise<RewindReport> {
     await this.#settle();
-    return this.#history.rewind(turn, options);
+    return this.#track(() => this.#history.rewind(turn, options));
   }
 
   /** Undo this session's last restore (or rewind): its rescue turn restored. Twice redoes it. */
   async undoLast(options: TurnRestoreOptions = {}): Promise<RestoreReport> {
     await this.#settle();
-    return this.#history.undoLast(options);
+    return this.#track(() => this.#history.undoLast(options));
   }
 
-  /** Before a restore: no command still running, and the open turn committed. */
+  /** Before a restore: no command still running, and the open turn committed. The restore is then a running call: close() waits for it. */
   async #settle(): Promise<void> {
     this.#assertOpen();
     await this.#idle();
