@@ -67,11 +67,20 @@ describe('the Claude Code recipe', () => {
     expect(existsSync('/etc/bsh-claude-hook-test')).toBe(false);
   });
 
-  it('answers nothing for other tools, and for a command already routed', async () => {
+  it('answers nothing for other tools', async () => {
     const { ws, env } = await world();
     expect(hook(payload(ws, 'ls', { tool_name: 'Write', tool_input: { file_path: path.join(ws, 'a'), content: 'x' } }), env)).toBe('');
-    const routed = (JSON.parse(hook(payload(ws, 'ls'), env)) as { hookSpecificOutput: { updatedInput: { command: string } } }).hookSpecificOutput.updatedInput.command;
-    expect(hook(payload(ws, routed), env)).toBe('');
+  });
+
+  it("a command that is itself a brokered-shell run is wrapped too: the model cannot pick run's flags", async () => {
+    const { ws, env } = await world();
+    const policy = path.join(ws, 'wide.json');
+    await fs.writeFile(policy, JSON.stringify({ writableRoots: ['/etc'] }));
+    const own = `${BIN} run --policy ${policy} --yes -- 'echo x > /etc/bsh-claude-hook-widened'`;
+    const { reply, run } = runThroughHook(ws, own, env);
+    expect(reply.hookSpecificOutput.updatedInput.command).not.toBe(own);
+    expect(run.status).not.toBe(0);
+    expect(existsSync('/etc/bsh-claude-hook-widened')).toBe(false);
   });
 
   it('keeps Claude Code\'s own question with BROKERED_SHELL_HOOK_DECISION=ask', async () => {

@@ -15,9 +15,12 @@
  * It reads the hook's JSON on stdin and answers on stdout with `updatedInput` (the
  * rewritten command) and `permissionDecision` "allow": the sandbox and the backups are what
  * make the command safe to run without Claude Code's own question; set
- * BROKERED_SHELL_HOOK_DECISION=ask to keep that question. A command already routed, and any
- * other tool, get no answer: Claude Code goes on as usual. BROKERED_SHELL_BIN names the CLI
- * (default `brokered-shell`, on PATH through a global or `npx` install).
+ * BROKERED_SHELL_HOOK_DECISION=ask to keep that question. Every Bash command is wrapped, one
+ * that itself starts with `brokered-shell run` too: its flags (`--policy`, `--yes`,
+ * `--no-backup`) would be the model's choosing, and run inside the sandbox it cannot reach
+ * the store, so it fails closed. Other tools get no answer: Claude Code goes on as usual.
+ * BROKERED_SHELL_BIN names the CLI (default `brokered-shell`, on PATH through a global or
+ * `npx` install).
  */
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -35,7 +38,6 @@ export function answer(payload, env = process.env) {
   const input = payload.tool_input;
   if (payload.hook_event_name !== 'PreToolUse' || payload.tool_name !== 'Bash' || typeof input?.command !== 'string') return undefined;
   const bin = env.BROKERED_SHELL_BIN ?? 'brokered-shell';
-  if (input.command.startsWith(`${bin} run `)) return undefined;
   const workspace = realpathSync(payload.cwd ?? process.cwd());
   const session = workspaceSession(workspace, `claude-${payload.session_id ?? 'session'}`);
   const message = typeof input.description === 'string' && input.description !== '' ? input.description : input.command;
