@@ -46,7 +46,7 @@ function bundleMatches(manifest) {
 }
 
 // The commands of src/cli/main.ts, kept in step (test/cli/launcher.test.ts checks).
-const COMMANDS = ['run', 'serve', 'backups', 'config', 'doctor'];
+const COMMANDS = ['run', 'serve', 'mcp', 'backups', 'config', 'doctor'];
 
 /** Which code cache a command line uses: its command's, or one shared by everything else. */
 function cacheScope(word) {

@@ -2,8 +2,9 @@
  * An agent's loop around brokered-shell, in a throwaway directory:
  *
  *   load the configuration → open a session → begin a turn for the user's message →
- *   run the model's commands (and guard the agent's own Write tool) → end the turn →
- *   list what the turn backed up → restore it.
+ *   run the model's commands, streaming their output (and guard the agent's own Write
+ *   tool) → tell the model what was refused and why → end the turn → list what the turn
+ *   backed up, diff it → restore it, then undo the restore.
  *
  * Run it:  node --import tsx examples/agent-loop.ts
  * (the real kernel sandbox: needs the native build, see the README's "Set up").
@@ -11,9 +12,7 @@
 import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createSandboxSession, type Approver } from '../src/agent/index.js';
-import { BackupHome } from '../src/backup/index.js';
-import { loadConfig, sessionConfigOf } from '../src/config/index.js';
+import { createSandboxSession, loadConfig, sessionConfigOf, type Approver } from 'brokered-shell';
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), 'brokered-shell-agent-loop-')));
 const home = path.join(base, 'home'); // the brokered-shell home: config.json and the backups
@@ -59,12 +58,16 @@ try {
       ['call-4', 'echo "leaked" > server.pem'],
     ];
     for (const [toolCallId, command] of commands) {
-      const result = await session.execute(command, { toolCallId });
+      // A live view gets each chunk as it comes; the result still holds all of it.
+      const live: string[] = [];
+      const result = await session.execute(command, { toolCallId, onStdout: (chunk) => live.push(chunk.toString('utf8')) });
       say(
         `${toolCallId}: exit ${result.exitCode}; backed up [${result.backups.map((b) => path.basename(b.path)).join(', ')}]; ` +
           `needs approval [${result.promptBlocks.map((b) => path.basename(b.normalisedPath)).join(', ')}]`,
       );
-      if (result.stdout) say(`${toolCallId} stdout: ${JSON.stringify(result.stdout)}`);
+      if (result.stdout) say(`${toolCallId} stdout: ${JSON.stringify(result.stdout)} (streamed in ${live.length} chunk${live.length === 1 ? '' : 's'})`);
+      // What the model is told, so it can adjust instead of retrying blindly.
+      for (const refusal of result.refusals) say(`${toolCallId} refused: ${refusal.kind} ${refusal.access} ${path.basename(refusal.path)}: ${refusal.reason.replaceAll(base, '…')}`);
     }
 
     // The agent's own Write tool: guarded (checked and backed up) before it writes.
@@ -78,15 +81,19 @@ try {
     say(`now: notes.txt ${await show('notes.txt')}, plan.md ${await show('plan.md')}, server.pem ${await show('server.pem')}`);
     say(`now: .brokered-shell.json ${await show('.brokered-shell.json')}`);
 
-    // A person looks at the turn and undoes it.
-    const store = new BackupHome({ home });
-    const found = await store.findTurn(ended.turnId ?? 'latest', { sessionId: session.sessionId });
-    for (const file of found.manifest.files) say(`backed up: ${path.basename(file.path)} (${file.operation}, ${file.size} bytes)`);
-    const report = await found.store.restore(found.manifest, { force: true });
+    // A person looks at the turn and undoes it: the session's own turns, no store to open.
+    const [turn1] = await session.turns();
+    for (const file of turn1?.files ?? []) say(`backed up: ${path.basename(file.path)} (${file.operation}, ${file.size} bytes)`);
+    const diff = await session.diff(ended.turnId ?? 'latest', { path: path.join(ws, 'notes.txt') });
+    say(`diff notes.txt: ${diff.files[0]?.diff.split('\n').filter((line) => /^[-+][^-+]/.test(line)).join(' ')}`);
+    const report = await session.restore(ended.turnId ?? 'latest', { force: true });
     // Directories whose names changed get their times back too; count them apart.
     const directories = report.restored.filter((item) => item.kind === 'directory').length;
     say(`restored ${report.restored.length - directories} files and the times of ${directories} ${directories === 1 ? 'directory' : 'directories'}`);
     say(`after restore: notes.txt ${await show('notes.txt')}, todo.txt ${await show('todo.txt')}, README.md ${await show('README.md')}, plan.md ${await show('plan.md')}`);
+    // Changed their mind: the restore kept what it replaced, and undoLast puts it back.
+    await session.undoLast({ force: true });
+    say(`after undoLast: notes.txt ${await show('notes.txt')}, plan.md ${await show('plan.md')}`);
   } finally {
     await session.close();
   }

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, w
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { Broker, openTargets, operationTargets, standardPlugins, type AuditRecord } from '../src/index.js';
+import { Broker, openTargets, operationTargets, standardPlugins, type AuditRecord } from 'brokered-shell';
 import { AuditSinkPlugin } from './audit-sink/index.js';
 
 let base: string;

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ApprovalPlugin, BackupHome, Broker, ErrorCodes, openTargets, operationTargets, standardPlugins, type FileSafetyRule } from '../src/index.js';
+import { ApprovalPlugin, BackupHome, Broker, ErrorCodes, openTargets, operationTargets, standardPlugins, type FileSafetyRule } from 'brokered-shell';
 import { CacheGrantPlugin, DenyPemPlugin, PackageJsonApprovalPlugin, enterprisePolicy } from './enterprise-policy/index.js';
 import { closeLater, closeOpened } from '../test/helpers/close-opened.js';
 

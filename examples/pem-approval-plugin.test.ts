@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { ApprovalPlugin, Broker, ErrorCodes, openTargets, standardPlugins } from '../src/index.js';
+import { ApprovalPlugin, Broker, ErrorCodes, openTargets, standardPlugins } from 'brokered-shell';
 import { tempDir } from '../test/helpers/serve-process.js';
 import { PemApprovalPlugin } from './pem-approval-plugin.js';
 import { closeLater, closeOpened } from '../test/helpers/close-opened.js';

@@ -13,7 +13,7 @@ import {
   type BrokerPlugin,
   type Decision,
   type FileSafetyPlugin,
-} from '../src/index.js';
+} from 'brokered-shell';
 
 export class PemApprovalPlugin implements BrokerPlugin {
   static readonly PLUGIN_NAME = 'example-pem-approval';

@@ -24,10 +24,19 @@ const jobs = {
     sources: ['src', 'tsconfig.json', 'tsconfig.build.json'],
     outputs: ['dist/index.js', 'dist/cli/main.js'],
     command: ['tsc', '-p', 'tsconfig.build.json'],
-    after: {
-      command: [process.execPath, 'toolchain/bundle-cli.mjs'],
-      needed: () => !bundleIsCurrent(root) || oldestOutput(['dist/bundle/cli.json']) < newest('toolchain'),
-    },
+    after: [
+      {
+        command: [process.execPath, 'toolchain/bundle-cli.mjs'],
+        needed: () => !bundleIsCurrent(root) || oldestOutput(['dist/bundle/cli.json']) < newest('toolchain'),
+        // Only a speed-up: without it the CLI still runs, from dist/.
+        failed: 'build-if-stale: the CLI bundle was not built; the CLI runs from dist/ (slower start)',
+      },
+      {
+        command: [process.execPath, 'toolchain/config-schema.mjs'],
+        needed: () => oldestOutput(['dist/config.schema.json', 'dist/project-config.schema.json']) < oldestOutput(['dist/config/schema.js', 'dist/config/project.js']),
+        failed: 'build-if-stale: the JSON Schemas of the configuration were not written to dist/',
+      },
+    ],
   },
 };
 
@@ -94,7 +103,6 @@ if (built) {
   const status = run(job.command);
   if (status !== 0) process.exit(status);
 }
-if (job.after && (built || job.after.needed())) {
-  // Only a speed-up: without it the CLI still runs, from dist/.
-  if (run(job.after.command) !== 0) console.error('build-if-stale: the CLI bundle was not built; the CLI runs from dist/ (slower start)');
+for (const step of job.after ?? []) {
+  if ((built || step.needed()) && run(step.command) !== 0) console.error(step.failed);
 }

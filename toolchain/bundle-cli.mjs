@@ -51,7 +51,9 @@ const result = await build({
   format: 'cjs',
   target: 'node20',
   // Native addons are loaded at run time from build/; pino-pretty runs in pino's worker.
-  external: ['pino-pretty', '*.node'],
+  // The MCP SDK (a third of the bundle's size) is required from node_modules by `mcp`
+  // alone: every other command would read it at each start for nothing.
+  external: ['pino-pretty', '*.node', '@modelcontextprotocol/sdk', '@modelcontextprotocol/sdk/*'],
   define: { 'import.meta.url': '__importMetaUrl' },
   banner: { js: banner },
   // Comments and whitespace out (identifiers kept, for readable stacks; the source map maps

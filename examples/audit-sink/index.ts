@@ -9,12 +9,12 @@
  *
  * Put the file where sandboxed commands cannot write: outside every writable root, or
  * under the brokered-shell home (the broker's own files are never writable to them).
- * In a package of your own, import from 'brokered-shell'.
+ * It imports 'brokered-shell' by name, as your own package does.
  */
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { BrokerError, ErrorCodes, Stage, getAuditHooks, issueLines, type AuditRecord, type Broker, type BrokerPlugin } from '../../src/index.js';
+import { BrokerError, ErrorCodes, Stage, getAuditHooks, issueLines, type AuditRecord, type Broker, type BrokerPlugin } from 'brokered-shell';
 
 export const auditSinkOptionsSchema = z.strictObject({
   /** The JSON-lines file; created (0600) when missing, appended to otherwise. */

@@ -25,8 +25,8 @@
  *                                          paths outside the roots, never a rule, never a protection
  *   DEFAULTS            roots → sandbox, elsewhere → deny
  *
- * In a package of your own, import from 'brokered-shell' (a peer dependency); this
- * example imports the sources of the repository it lives in.
+ * It imports 'brokered-shell' as a package of your own does (a peer dependency); in this
+ * repository the name resolves to its sources (tsconfig.json `paths`, vitest's alias).
  */
 import { realpathSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
@@ -46,7 +46,7 @@ import {
   type FileSafetyPlugin,
   type ResolvedRequest,
   type ResolvedTarget,
-} from '../../src/index.js';
+} from 'brokered-shell';
 
 /** Where each plugin taps evaluate-policy (see the table above). */
 export const EnterpriseStage = {

@@ -7,6 +7,13 @@ export { commitMessageFrom, COMMIT_MESSAGE_MAX, EMPTY_COMMIT_MESSAGE } from './c
 export { commandWords, isExcluded, toInvocation, type Invocation } from './command-line.js';
 export { DEFAULT_MAX_OUTPUT_BYTES } from './output-capture.js';
 export { BROKER_ENV } from './env.js';
+export { DenialList, LISTED_DENIALS, denialOf, promptRefusals, type Refusal } from './refusals.js';
+export { notStartedReport, runReport, type PromptReport, type RunReport } from './run-report.js';
+export { turnSummary, turnSummaryText, type TurnSummary } from './turn-summary.js';
+export { TurnHistory, openBackupHome, restoreFound, type RestoreOutcome, type TurnRestoreOptions } from './turn-history.js';
+export { diffTurnEntries, type DiffStyle, type FileDiff, type TurnDiff, type TurnDiffOutput } from './turn-diff.js';
+export { turnJson, type TurnJson } from './turn-json.js';
+export { isWorkspaceSession, workspaceMark, workspaceSession, workspaceSessionId, workspaceSessions } from './workspace-sessions.js';
 export type {
   ApprovalRequest,
   Approver,

@@ -14,11 +14,17 @@ export class BoundedOutput {
 
   constructor(readonly limit: number) {}
 
-  /** Collect from a stream until it closes; resolves then (at once when there is none). */
-  drain(stream: Readable | null | undefined): Promise<void> {
+  /**
+   * Collect from a stream until it closes; resolves then (at once when there is none).
+   * `each` sees every chunk, past the cap too (a live view is not bounded by what is kept).
+   */
+  drain(stream: Readable | null | undefined, each?: (chunk: Buffer) => void): Promise<void> {
     if (!stream) return Promise.resolve();
     return new Promise((resolve) => {
-      stream.on('data', (chunk: Buffer) => this.push(chunk));
+      stream.on('data', (chunk: Buffer) => {
+        this.push(chunk);
+        each?.(chunk);
+      });
       stream.once('close', () => resolve());
       stream.once('error', () => resolve());
     });

@@ -44,6 +44,9 @@ export interface FinishOptions {
   timeoutMs?: number;
   maxOutputBytes: number;
   onStart?: (command: RunningCommand) => void;
+  /** Each chunk of the command's stdout and stderr as it comes (captured output only). */
+  onStdout?: (chunk: Buffer) => void;
+  onStderr?: (chunk: Buffer) => void;
   /** Run once the command exited, before its output is awaited (e.g. stop what it left behind). */
   afterExit?: () => void;
 }
@@ -59,7 +62,7 @@ export async function finishCommand(started: StartedCommand, options: FinishOpti
   const { child } = started;
   const out = new BoundedOutput(options.maxOutputBytes);
   const err = new BoundedOutput(options.maxOutputBytes);
-  const outputs = Promise.all([out.drain(child.stdout), err.drain(child.stderr)]);
+  const outputs = Promise.all([out.drain(child.stdout, options.onStdout), err.drain(child.stderr, options.onStderr)]);
   if (child.stdin) {
     // A command that exits without reading its input must not fail the call.
     child.stdin.on('error', () => undefined);

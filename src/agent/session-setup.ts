@@ -33,6 +33,8 @@ export interface SandboxResources {
 export interface SessionResources {
   sessionId: string;
   workspace: string;
+  /** The backup store root. */
+  home: string;
   config: SessionConfig;
   log: Logger;
   env: NodeJS.ProcessEnv;
@@ -154,7 +156,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       undo.push(async () => void keptAfterExit(dirs));
       sandbox = { runtime, socketPath, scratchBase };
     }
-    return { sessionId, workspace, config, log, env, broker, writableRoots, sandbox, release };
+    return { sessionId, workspace, home, config, log, env, broker, writableRoots, sandbox, release };
   } catch (error) {
     await release();
     throw error;

@@ -1,6 +1,9 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger, type Outcome } from '../core/index.js';
+import type { TurnManifest } from '../backup/manifest-schema.js';
+import type { RestoreReport, RewindReport } from '../backup/restore.js';
+import { HOME_CONFIG_FILE } from '../config/schema.js';
+import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger } from '../core/index.js';
 import { ApprovalPlugin, blockKey, type ApprovalChoice, type ApprovalPrompt, type PromptBlock } from '../plugins/approval/index.js';
 import { ReadPolicyPlugin, type ReadLaunch } from '../plugins/read-policy/index.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
@@ -10,11 +13,15 @@ import { isExcluded, toInvocation, type Invocation } from './command-line.js';
 import type { SessionConfig } from './config.js';
 import { mergeEnv, withoutBrokerEnv } from './env.js';
 import { SandboxUnavailableError } from './errors.js';
+import { NOT_RUN_EXIT_CODE, notRun, outputOf, reasonOf, refusalsOf } from './execute-result.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from './output-capture.js';
+import { DenialCollector } from './refusals.js';
 import { finishCommand, startLocal, stdioFor, type FinishedCommand } from './run-process.js';
 import { startSandboxed } from './sandboxed-run.js';
 import { checkBeginTurnOptions, checkSessionOptions } from './options.js';
 import { newId, setUpSession, type SandboxResources, type SessionResources } from './session-setup.js';
+import type { TurnDiff } from './turn-diff.js';
+import { TurnHistory, openBackupHome, type TurnRestoreOptions } from './turn-history.js';
 import { TurnController } from './turns.js';
 import type {
   ApprovalRequest,
@@ -34,8 +41,7 @@ import type {
   TurnInfo,
 } from './types.js';
 
-/** The status of a command that was not run because leaving the sandbox was not approved. */
-export const NOT_RUN_EXIT_CODE = 126;
+export { NOT_RUN_EXIT_CODE };
 
 /** A session with what every run needs: `createSandboxSession` makes one. */
 export async function createSandboxSession(given: SandboxSessionOptions = {}): Promise<SandboxSession> {
@@ -61,7 +67,9 @@ export class SandboxSession {
   readonly #approval: ApprovalPlugin | undefined;
   readonly #grants: SessionGrantsPlugin | undefined;
   readonly #backups: BackupCollector;
+  readonly #denials: DenialCollector;
   readonly #turns: TurnController;
+  readonly #history: TurnHistory;
   readonly #maxOutputBytes: number;
   readonly #maxApprovalRounds: number;
   readonly #inflight = new Set<Promise<unknown>>();
@@ -69,7 +77,10 @@ export class SandboxSession {
   readonly #calls = new Map<string, { command: string } | { tool: GuardTool | 'delete' }>();
   #closed = false;
 
-  /** Use `createSandboxSession`. */
+  /**
+   * Use `createSandboxSession`.
+   * @internal
+   */
   constructor(resources: SessionResources, options: SandboxSessionOptions) {
     this.#resources = resources;
     this.sessionId = resources.sessionId;
@@ -81,6 +92,8 @@ export class SandboxSession {
     this.#approval = this.broker.plugin<ApprovalPlugin>(ApprovalPlugin.PLUGIN_NAME);
     this.#grants = this.broker.plugin<SessionGrantsPlugin>(SessionGrantsPlugin.PLUGIN_NAME);
     this.#backups = new BackupCollector(this.broker);
+    this.#denials = new DenialCollector(this.broker, path.join(resources.home, HOME_CONFIG_FILE));
+    this.#history = new TurnHistory(openBackupHome(resources.home), async () => [this.sessionId]);
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.#maxApprovalRounds = options.maxApprovalRounds ?? DEFAULT_APPROVAL_ROUNDS;
     if (this.#approval?.options.mode === 'inline') this.#approval.setApprover(this.#approver ? (prompt) => this.#askInline(prompt) : undefined);
@@ -165,15 +178,17 @@ export class SandboxSession {
     const turn = await this.#turns.ensure();
     return this.#track(async () => {
       const stop = this.#backups.watch(toolCallId);
+      const stopDenials = this.#denials.watch(toolCallId);
       this.#calls.set(toolCallId, { command: invocation.display });
       try {
         const result =
           this.#approval?.options.mode === 'inline'
             ? await this.#sandboxedInline(sandbox, invocation, options, cwd, toolCallId)
             : await this.#sandboxedWithApproval(sandbox, invocation, options, cwd, toolCallId);
-        return { ...result, turnId: turn.turnId, backups: stop() };
+        return { ...result, ...refusalsOf(stopDenials(), result), turnId: turn.turnId, backups: stop() };
       } finally {
         this.#calls.delete(toolCallId);
+        stopDenials();
         stop();
       }
     });
@@ -191,6 +206,53 @@ export class SandboxSession {
   /** Before an agent's tool deletes `file` (with `recursive`, a directory and its contents). */
   guardDelete(file: string, options: GuardDeleteOptions = {}): Promise<GuardResult> {
     return this.#guard(file, 'delete', 'delete', options);
+  }
+
+  /** This session's turns in the store (the open one too), oldest first. */
+  turns(): Promise<TurnManifest[]> {
+    return this.#history.list();
+  }
+
+  /**
+   * What a turn of this session changed, against what is on disk now: one unified diff per
+   * file (`path`: that file only). `turn` is an id, a unique prefix or `latest` (the last
+   * committed).
+   */
+  diff(turn: string, options: { path?: string } = {}): Promise<TurnDiff> {
+    return this.#history.diff(turn, options);
+  }
+
+  /**
+   * Put a turn's files back as they were before it (paths it created are removed). A turn
+   * still open is committed first, so `latest` is the turn the commands just ran in. A file
+   * changed since the turn is a conflict, left alone, unless `force`; what the restore
+   * replaces is kept in a new turn (`rescueTurnId`), which `undoLast` restores.
+   */
+  async restore(turn: string, options: TurnRestoreOptions = {}): Promise<RestoreReport> {
+    await this.#settle();
+    return this.#track(() => this.#history.restore(turn, options));
+  }
+
+  /** A turn and every later turn of this session undone, newest first (`backups restore --to`). */
+  async rewind(turn: string, options: TurnRestoreOptions = {}): Promise<RewindReport> {
+    await this.#settle();
+    return this.#track(() => this.#history.rewind(turn, options));
+  }
+
+  /** Undo this session's last restore (or rewind): its rescue turn restored. Twice redoes it. */
+  async undoLast(options: TurnRestoreOptions = {}): Promise<RestoreReport> {
+    await this.#settle();
+    return this.#track(() => this.#history.undoLast(options));
+  }
+
+  /** Before a restore: no command still running, and the open turn committed. The restore is then a running call: close() waits for it. */
+  async #settle(): Promise<void> {
+    this.#assertOpen();
+    await this.#idle();
+    if (this.#turns.current) {
+      const ended = await this.#turns.end();
+      if (!ended.ok) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `the open turn could not be committed before the restore: ${ended.error ?? 'unknown error'}`);
+    }
   }
 
   /** Wait for running calls, commit an open turn, stop the broker and remove the session's temp dirs. */
@@ -212,7 +274,7 @@ export class SandboxSession {
     options: ExecuteOptions,
     cwd: string,
     toolCallId: string,
-  ): Promise<Omit<ExecuteResult, 'backups'>> {
+  ): Promise<Omit<ExecuteResult, 'backups' | 'refusals' | 'unlistedRefusals'>> {
     const finished = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
     const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
     return { ...outputOf(finished), ...base, ...this.#inlineOutcome(toolCallId) };
@@ -241,7 +303,7 @@ export class SandboxSession {
     options: ExecuteOptions,
     cwd: string,
     toolCallId: string,
-  ): Promise<Omit<ExecuteResult, 'backups'>> {
+  ): Promise<Omit<ExecuteResult, 'backups' | 'refusals' | 'unlistedRefusals'>> {
     let latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
     let blocks = this.#takeBlocks(toolCallId);
     const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
@@ -321,7 +383,7 @@ export class SandboxSession {
     });
     this.#log.info({ phase: 'execute', toolCallId, mode, command: invocation.display }, 'running without the sandbox');
     const finished = await finishCommand(started, { ...this.#finishOptions(options), afterExit: () => started.stopLeftovers() });
-    return { ...outputOf(finished), sandboxed: false, ran: true, mode, toolCallId, promptBlocks: [], backups: [] };
+    return { ...outputOf(finished), sandboxed: false, ran: true, mode, toolCallId, promptBlocks: [], refusals: [], unlistedRefusals: 0, backups: [] };
   }
 
   #finishOptions(options: ExecuteOptions) {
@@ -330,6 +392,19 @@ export class SandboxSession {
       maxOutputBytes: options.maxOutputBytes ?? this.#maxOutputBytes,
       ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
       ...(options.onStart ? { onStart: options.onStart } : {}),
+      ...(options.onStdout ? { onStdout: this.#guarded('onStdout', options.onStdout) } : {}),
+      ...(options.onStderr ? { onStderr: this.#guarded('onStderr', options.onStderr) } : {}),
+    };
+  }
+
+  /** A caller's output callback: its throw must not stop the reading (the command would block on a full pipe). */
+  #guarded(name: string, each: (chunk: Buffer) => void): (chunk: Buffer) => void {
+    return (chunk) => {
+      try {
+        each(chunk);
+      } catch (error) {
+        this.#log.error({ phase: 'execute', err: error }, `${name} threw; the output goes on`);
+      }
     };
   }
 
@@ -458,43 +533,6 @@ export class SandboxSession {
  * returned, unchanged.
  */
 export const DEFAULT_APPROVAL_ROUNDS = 32;
-
-function outputOf(finished: FinishedCommand) {
-  return {
-    exitCode: finished.exitCode,
-    signal: finished.signal,
-    stdout: finished.stdout.toString('utf8'),
-    stderr: finished.stderr.toString('utf8'),
-    raw: { stdout: finished.stdout, stderr: finished.stderr },
-    truncated: finished.truncated,
-    timedOut: finished.timedOut,
-  };
-}
-
-function notRun(toolCallId: string, asked: boolean): ExecuteResult {
-  const why = asked ? 'running it without the sandbox was not approved' : 'running it without the sandbox needs approval, and there is no approver';
-  const stderr = Buffer.from(`brokered-shell: the command was not run: ${why}\n`);
-  return {
-    exitCode: NOT_RUN_EXIT_CODE,
-    signal: null,
-    stdout: '',
-    stderr: stderr.toString('utf8'),
-    raw: { stdout: Buffer.alloc(0), stderr },
-    truncated: { stdout: false, stderr: false },
-    timedOut: false,
-    sandboxed: false,
-    ran: false,
-    mode: 'not-run',
-    toolCallId,
-    promptBlocks: [],
-    backups: [],
-  };
-}
-
-function reasonOf(outcome: Outcome): { reason?: string } {
-  const reason = outcome.ok ? outcome.decision.reason : (outcome.error?.message ?? outcome.decision.reason);
-  return reason === undefined ? {} : { reason };
-}
 
 async function assertDirectory(dir: string): Promise<void> {
   const info = await stat(dir).catch(() => undefined);

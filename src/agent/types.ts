@@ -1,6 +1,7 @@
 import type { BrokerPlugin, Logger, Verdict } from '../core/index.js';
 import type { ApprovalChoice, AskedQuestion, PromptBlock } from '../plugins/approval/index.js';
 import type { SessionConfig, SessionConfigInput } from './config.js';
+import type { Refusal } from './refusals.js';
 
 /** The agent's own file tools that `guardWrite` stands in front of. */
 export type GuardTool = 'Write' | 'Edit' | 'MultiEdit' | 'NotebookEdit';
@@ -198,6 +199,14 @@ export interface ExecuteOptions {
   maxOutputBytes?: number;
   /** Called when the command (each attempt) has started. */
   onStart?: (command: RunningCommand) => void;
+  /**
+   * Each chunk of the command's stdout as it comes, for a live view (with `output:
+   * 'capture'`, the default; every chunk, past `maxOutputBytes` too). A throw is logged
+   * and ignored: the command goes on.
+   */
+  onStdout?: (chunk: Buffer) => void;
+  /** The same for stderr. */
+  onStderr?: (chunk: Buffer) => void;
 }
 
 /** How a command was run, after the toggles. */
@@ -267,6 +276,14 @@ export interface ExecuteResult {
   turnId?: string;
   /** What still needs a person's approval (nothing was changed for these). */
   promptBlocks: PromptBlock[];
+  /**
+   * What the command was not let do, each with its reason: the policy's denials (each path
+   * once per access; past `LISTED_DENIALS` only the first of a new kind of access), then
+   * the changes that needed approval and did not get it. Nothing was changed for these.
+   */
+  refusals: Refusal[];
+  /** Denials past the listed ones, only counted (each is in the audit log). */
+  unlistedRefusals: number;
   /** Files backed up for this tool call (all attempts). */
   backups: BackupSummary[];
   /** Present when the command ran into prompts (paths) or asked to leave the sandbox. */

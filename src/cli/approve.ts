@@ -1,18 +1,11 @@
 import { createInterface } from 'node:readline';
 import type { ApprovalRequest } from '../agent/types.js';
-import type { PathKind } from '../core/index.js';
-import type { ApprovalChoice, PromptBlock } from '../plugins/approval/index.js';
+import type { ApprovalChoice } from '../plugins/approval/index.js';
+import { describeBlock, describeChoice } from '../agent/approval-words.js';
 import { native } from '../native/loader.js';
+
+export { describeBlock };
 import { printable, type Io } from './output.js';
-
-const SOURCE_WORDS: Record<PathKind, string> = { file: 'a file', directory: 'a directory', symlink: 'a symlink', other: 'a special file', absent: 'a missing name' };
-
-/** `ACCESS PATH by OPERATION [of SOURCE] (reason)`, safe for one terminal line: a yes covers that operation (and source) only. */
-export function describeBlock(block: PromptBlock, withReason = true): string {
-  const source = block.sourceKind === undefined ? '' : ` of ${SOURCE_WORDS[block.sourceKind]}`;
-  const by = block.operation === block.access ? '' : ` by ${block.operation}${source}`;
-  return printable(`${block.access} ${block.normalisedPath}${by}${withReason && block.reason ? ` (${block.reason})` : ''}`);
-}
 
 /** Whether a person is there to ask: stdin and stderr are both a terminal. */
 export function terminalAvailable(): boolean {
@@ -24,13 +17,6 @@ function keyOf(choice: ApprovalChoice): string {
   if (choice.scope === 'once') return 'y';
   if (choice.scope === 'session') return 's';
   return choice.lasts === 'turn' ? 'd' : 'D';
-}
-
-function describeChoice(choice: ApprovalChoice): string {
-  if (choice.scope === 'once') return 'yes, this change once';
-  if (choice.scope === 'session') return 'yes, and this path for the rest of the session';
-  const what = choice.repository ? `set up the new repository ${printable(choice.directory)} (hooks, config)` : `set up the new directory ${printable(choice.directory)}`;
-  return `yes, and let this command ${what} ${choice.lasts === 'turn' ? 'until the turn ends' : 'for the rest of the session'}`;
 }
 
 /** The question for a request: what it is about, then the choices; its last line ends with `[y/N…] `. */

@@ -1,92 +1,17 @@
-import { createHash } from 'node:crypto';
-import { createReadStream, type Stats } from 'node:fs';
-import { lstat, readlink, realpath } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
-import {
-  BackupHome,
-  describeState,
-  observeState,
-  validateSessionId,
-  type AbsentEntry,
-  type BackupEntry,
-  type DirectoryEntry,
-  type RestoreReport,
-  type RewindReport,
-  type SessionBackupStore,
-  type SpecialEntry,
-  type StructureEntry,
-  type TurnManifest,
-} from '../backup/index.js';
-import { ExitCode } from './exit-codes.js';
+import { resolve } from 'node:path';
+import { validateSessionId, type BackupHome, type DirectoryEntry, type RestoreReport, type RewindReport, type TurnManifest } from '../backup/index.js';
 import type { DamagedTurn } from '../backup/manifest-io.js';
-import type { MetadataOps } from '../backup/metadata-ops.js';
-import { native } from '../native/loader.js';
-import { nativeMetadataOps } from '../native/metadata-ops.js';
 import { firstLine } from '../core/printable.js';
 import { noticeFor, stoppedOperationsAround } from '../plugins/git-plan-notice/index.js';
+import { diffTurnEntries, type DiffStyle } from '../agent/turn-diff.js';
+import { openBackupHome, restoreTurnFiles } from '../agent/turn-history.js';
+import { turnJson } from '../agent/turn-json.js';
+import { ExitCode } from './exit-codes.js';
 import { nameDamagedTurns, printJson, printable, table, type Io } from './output.js';
-import { contentNow } from './content-now.js';
-import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
 
 /** The store every `backups` command (and the `backups ui` page) reads and restores from. */
 export function home(env: NodeJS.ProcessEnv): BackupHome {
-  return new BackupHome({ metadata: restoreMetadataOps(), ...(env.BROKERED_SHELL_HOME ? { home: env.BROKERED_SHELL_HOME } : {}) });
-}
-
-/** The addon's metadata operations plus xattr removal, which a rewind needs to put a directory's xattrs back. */
-function restoreMetadataOps(): MetadataOps {
-  const ops = nativeMetadataOps();
-  if (!ops.xattrs) return ops;
-  return { ...ops, xattrs: { ...ops.xattrs, remove: (path, name) => native().removeXattr(path, name) } };
-}
-
-/** The shape `backups list --json` promises (more fields allowed, these exact). */
-function turnJson(manifest: TurnManifest) {
-  return {
-    id: manifest.id,
-    sessionId: manifest.sessionId,
-    kind: manifest.kind,
-    message: manifest.message,
-    startedAt: manifest.startedAt,
-    committedAt: manifest.committedAt,
-    ...(manifest.restoreOf ? { restoreOf: manifest.restoreOf } : {}),
-    files: manifest.files.map(fileJson),
-    structure: (manifest.structure ?? []).map(structureJson),
-  };
-}
-
-/**
- * A path recorded without content, with the contract fields of a file entry: an absent
- * one (the turn created it) has size 0, sha256 null and mode 0; a directory or special
- * file its mode (and a special file its type).
- */
-function structureJson(entry: StructureEntry) {
-  return {
-    path: entry.path,
-    operation: entry.operation,
-    kind: entry.kind,
-    ...(entry.kind === 'special' ? { fileType: entry.fileType } : {}),
-    size: 0,
-    sha256: null,
-    mode: entry.kind === 'absent' ? 0 : entry.mode,
-    ...(entry.kind === 'absent' ? {} : { mtime: entry.mtime }),
-    ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
-  };
-}
-
-function fileJson(entry: BackupEntry) {
-  return {
-    path: entry.path,
-    operation: entry.operation,
-    kind: entry.kind,
-    size: entry.size,
-    sha256: entry.sha256,
-    mode: entry.mode,
-    mtime: entry.mtime,
-    ...(entry.linkTarget === undefined ? {} : { linkTarget: entry.linkTarget }),
-    ...(entry.skipped ? { skipped: entry.skipped } : {}),
-    ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
-  };
+  return openBackupHome(env.BROKERED_SHELL_HOME || undefined);
 }
 
 const octal = (mode: number) => mode.toString(8).padStart(4, '0');
@@ -174,185 +99,19 @@ function directoryFate(entry: DirectoryEntry): string {
 
 /**
  * `backups diff`: each backed-up file against what is there now, each file the turn
- * created (from /dev/null) and, in a line each, the special files it recorded. For the
- * whole turn, created paths that are gone again (temp files) or are directories are left
- * out; a PATH named is always answered.
+ * created (from /dev/null) and, in a line each, the special files it recorded
+ * (src/agent/turn-diff.ts). A PATH named is always answered.
  */
 export async function diffCommand(io: Io, ref: string, path: string | undefined, options: DiffStyle, env = process.env): Promise<number> {
   const { store, manifest } = await home(env).findTurn(ref);
-  const entries = path === undefined ? await withContentNow(diffableEntries(manifest)) : await entriesFor(manifest, path);
-  if (path !== undefined && entries.length === 0) {
-    const recorded = await recordedWithoutContent(manifest, path);
-    if (recorded) {
-      io.out(await noContentLine(recorded));
-      return ExitCode.OK;
-    }
-    io.err(`${printable(resolve(path))} was not touched in turn ${manifest.id}`);
+  const out = await diffTurnEntries(store, manifest, path, options);
+  if (out.notTouched !== undefined) {
+    io.err(`${printable(out.notTouched)} was not touched in turn ${manifest.id}`);
     return ExitCode.FAILURE;
   }
-  const specials = path === undefined ? (manifest.structure ?? []).filter((entry): entry is SpecialEntry => entry.kind === 'special') : [];
-  if (entries.length + specials.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
-  const style = { color: options.color ?? false, raw: options.raw ?? false };
-  for (const entry of entries) io.out(await entryDiff(store, entry, style));
-  for (const entry of specials) io.out(await noContentLine(entry));
+  if (out.files.length === 0) io.out(`turn ${manifest.id} backed up no files and left no file it created`);
+  for (const file of out.files) io.out(file.diff);
   return ExitCode.OK;
-}
-
-/** A directory or special file the turn recorded: what it was, and what is there now. */
-async function noContentLine(entry: DirectoryEntry | SpecialEntry): Promise<string> {
-  const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
-  return `${printable(entry.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(entry.path))}`;
-}
-
-/** What a diff can speak of: backed-up files and paths the turn created. */
-function diffableEntries(manifest: TurnManifest): Array<BackupEntry | AbsentEntry> {
-  return [...manifest.files, ...(manifest.structure ?? []).filter((entry): entry is AbsentEntry => entry.kind === 'absent')];
-}
-
-/** Backed-up files, and the created paths that hold a file or a symlink now. */
-async function withContentNow(entries: Array<BackupEntry | AbsentEntry>): Promise<Array<BackupEntry | AbsentEntry>> {
-  const kept = await Promise.all(entries.map(async (entry) => (entry.kind !== 'absent' || (await holdsContent(entry.path)) ? entry : undefined)));
-  return kept.filter((entry) => entry !== undefined);
-}
-
-async function holdsContent(file: string): Promise<boolean> {
-  const stats = await lstat(file).catch(() => undefined);
-  return stats !== undefined && (stats.isFile() || stats.isSymbolicLink());
-}
-
-/**
- * The entry for a path as a person names it: manifests hold symlink-resolved paths, so
- * a name through a symlinked directory (or a relative one) is resolved the same way.
- */
-async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<BackupEntry | AbsentEntry>> {
-  const names = await namesOf(path);
-  return diffableEntries(manifest).filter((f) => names.includes(f.path));
-}
-
-/** A directory or special file the turn recorded at `path`: named, it is answered, not called untouched. */
-async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | undefined> {
-  const names = await namesOf(path);
-  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry => entry.kind !== 'absent' && names.includes(entry.path));
-}
-
-/** A path as given (made absolute) and with its parent resolved, as manifests record it. */
-async function namesOf(path: string): Promise<string[]> {
-  const absolute = resolve(path);
-  const canonical = await realpath(dirname(absolute)).then(
-    (dir) => join(dir, basename(absolute)),
-    () => absolute,
-  );
-  return [absolute, canonical];
-}
-
-/** Above this a text diff is not attempted (the diff algorithm is quadratic in the worst case). */
-const DIFF_TEXT_LIMIT = 16 * 1024 * 1024;
-
-/**
- * How a diff is written: `color` for a terminal; `raw` puts the files' bytes out exactly
- * (a pipe: a patch that applies), where otherwise control characters and bytes that are
- * not UTF-8 in them are shown as escapes (see `escapeContent`).
- */
-export interface DiffStyle {
-  color?: boolean;
-  raw?: boolean;
-}
-
-/**
- * One entry as `backups diff` shows it: a unified diff from the backup to what is on disk
- * now, or from /dev/null for a path the turn created. Only a raw diff of text is a Buffer.
- */
-export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle & { raw?: false }): Promise<string>;
-export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle): Promise<string | Buffer>;
-export async function entryDiff(store: SessionBackupStore, entry: BackupEntry | AbsentEntry, style: DiffStyle): Promise<string | Buffer> {
-  const color = style.color ?? false;
-  const shown = printable(entry.path);
-  const stats = await lstat(entry.path).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
-    throw error;
-  });
-  if (entry.kind === 'absent') return createdDiff(entry.path, shown, stats, style);
-  if (entry.kind === 'symlink') {
-    return renderLinkDiff(shown, printable(entry.linkTarget ?? ''), await linkNow(entry.path, stats), { color });
-  }
-  if (entry.skipped === 'too-large' || entry.sha256 === null) {
-    return `${shown}: no content was backed up (over the size cap when the turn ran); nothing to diff`;
-  }
-  if (stats && !stats.isFile()) return `${shown}: was a regular file of ${entry.size} B (backup); now ${describeType(stats)}`;
-  const modes = { before: entry.mode, ...(stats ? { now: stats.mode & 0o7777 } : {}) };
-  if (entry.size > DIFF_TEXT_LIMIT || (stats && stats.size > DIFF_TEXT_LIMIT)) {
-    const same = stats !== undefined && stats.size === entry.size && (await sha256Of(entry.path)) === entry.sha256;
-    const verdict = !stats ? 'removed since the backup' : same ? 'content unchanged since the backup' : `content differs (now ${stats.size} B)`;
-    return `${shown}: ${entry.size} B backup, too large to diff; ${verdict}`;
-  }
-  const before = await store.readBlob(entry.sha256);
-  const now = stats ? await contentNow(entry.path, stats.size) : undefined;
-  if (typeof now === 'string') return `${shown}: ${now}`;
-  return style.raw ? renderDiffBytes(shown, before, now, { modes }) : renderDiff(shown, before, now, { color, modes });
-}
-
-/** A path the turn created, as it is now. */
-async function createdDiff(file: string, shown: string, stats: Stats | undefined, style: DiffStyle): Promise<string | Buffer> {
-  const color = style.color ?? false;
-  if (!stats) return `${shown}: created by the turn, gone again`;
-  if (stats.isSymbolicLink()) return renderLinkDiff(shown, undefined, await linkNow(file, stats), { color });
-  if (!stats.isFile()) return `${shown}: created by the turn; now ${describeType(stats)}`;
-  if (stats.size > DIFF_TEXT_LIMIT) return `${shown}: created by the turn, ${stats.size} B now, too large to diff`;
-  const now = await contentNow(file, stats.size);
-  if (typeof now === 'string') return `${shown}: created by the turn; ${now}`;
-  return style.raw ? renderDiffBytes(shown, undefined, now, {}) : renderDiff(shown, undefined, now, { color });
-}
-
-/** What stands at a symlink's path now, its target made printable. */
-async function linkNow(file: string, stats: Stats | undefined) {
-  if (!stats) return { type: 'absent' } as const;
-  if (!stats.isSymbolicLink()) return { type: 'other', what: describeType(stats) } as const;
-  return { type: 'symlink', target: printable(await readlink(file)) } as const;
-}
-
-function describeType(stats: { isDirectory(): boolean; isFile(): boolean; isSymbolicLink(): boolean }): string {
-  if (stats.isDirectory()) return 'a directory';
-  if (stats.isSymbolicLink()) return 'a symlink';
-  return stats.isFile() ? 'a regular file' : 'a special file';
-}
-
-async function sha256Of(file: string): Promise<string> {
-  const hash = createHash('sha256');
-  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
-
-export interface RestoreOutcome {
-  manifest: TurnManifest;
-  report: RestoreReport;
-  /** Some named paths are not in the turn, so nothing was changed; `report` is the dry-run check. */
-  refused: boolean;
-}
-
-/**
- * What `backups restore` does, without the printing (the `backups ui` page calls it too):
- * the turn's files, or only `paths`, back to their state before the turn (`sessionId`
- * narrows where `ref` is looked up). Named paths are all checked first, so a mistyped
- * one changes nothing.
- */
-export async function restoreTurnFiles(
-  backupHome: BackupHome,
-  ref: string,
-  paths: string[],
-  options: { dryRun?: boolean; force?: boolean; sessionId?: string },
-): Promise<RestoreOutcome> {
-  const { store, manifest } = await backupHome.findTurn(ref, options.sessionId === undefined ? {} : { sessionId: options.sessionId });
-  const restoreOptions = {
-    ...(paths.length > 0 ? { paths: paths.map((p) => resolve(p)) } : {}),
-    dryRun: options.dryRun ?? false,
-    force: options.force ?? false,
-  };
-  if (paths.length > 0 && !restoreOptions.dryRun) {
-    // A mistyped path must not leave a half-done restore: check every name before changing anything.
-    const check = await store.restore(manifest, { ...restoreOptions, dryRun: true });
-    if (check.notInTurn.length > 0) return { manifest, report: check, refused: true };
-  }
-  return { manifest, report: await store.restore(manifest, restoreOptions), refused: false };
 }
 
 export interface RestoreCommandOptions {

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode } from './exit-codes.js';
 import { describeError, processIo, type Io } from './output.js';
+import { packageVersion } from './version.js';
 
 // For the launcher's code cache (bin/brokered-shell.js), read after `main` returns.
 export { brokerAnsweredRequests } from './code-cache.js';
@@ -20,14 +20,17 @@ async function logger(options: LogOptions) {
   return createLogger({ pretty: options.logFormat === 'pretty', level: options.logLevel });
 }
 
-/**
- * This package's version, from its package.json: two levels above this module, as from
- * dist/cli/, src/cli/ and dist/bundle/ alike.
- */
-function packageVersion(): string {
-  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
-}
+/** The environment variables brokered-shell reads, and those a command finds inside the sandbox: listed in `--help`. */
+const ENVIRONMENT_HELP = `
+Environment:
+  BROKERED_SHELL_HOME         the store root: backups and config.json (default: ~/.brokered-shell)
+  BROKERED_SHELL_LOG_LEVEL    least severe log level shown (default: error for run and mcp, info for serve)
+  BROKERED_SHELL_NO_BUNDLE=1  start from dist/ instead of the one-file bundle of the CLI
+  BROKERED_SHELL_PARTIAL_LINE_TIMEOUT_MS, BROKERED_SHELL_UNREAD_GRACE_MS
+                              serve: how long a socket client may leave a line unfinished or
+                              an answer unread before it is cut off
+Set inside a command, for clients of the broker:
+  BROKERED_SHELL_SOCKET, BROKERED_SHELL_SESSION_ID, BROKERED_SHELL_TOOL_CALL_ID, BROKERED_SHELL_TRACE_ID`;
 
 /** One single-quoted shell word. */
 function shellQuote(text: string): string {
@@ -40,7 +43,8 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .description('Run shell commands under a policy broker that backs up every file before it changes')
     .version(packageVersion(), '-V, --version', 'print the version of brokered-shell')
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .addHelpText('after', ENVIRONMENT_HELP);
 
   const act =
     <A extends unknown[]>(fn: (...args: A) => Promise<number>) =>
@@ -60,6 +64,7 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .option('--no-backup', 'enforce the policy but keep no backups')
     .option('--yes', 'approve what needs approval, for this session; for scripts')
     .addOption(new Option('--no', 'refuse what needs approval without asking; for scripts').conflicts('yes'))
+    .option('--json', "one JSON object on stdout after the command (exitCode, signal, turnId, summary, refusals, prompts), the command's own output captured in it")
     .addOption(
       new Option('--runtime <runtime>', 'seccomp (kernel, every program) or preload (LD_PRELOAD library, dynamically linked programs); default: seccomp where the kernel supports it, else preload').choices([
         'seccomp',
@@ -69,7 +74,7 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
     .addOption(logFormat())
     .addOption(logLevel('error'))
     .action(
-      act(async (command: string, options: { workspace?: string; session?: string; policy?: string; message?: string; backup?: boolean; runtime?: 'seccomp' | 'preload'; yes?: boolean; no?: boolean } & LogOptions, cmd: Command) => {
+      act(async (command: string, options: import('./run.js').RunOptions & LogOptions, cmd: Command) => {
         if (cmd.args.length > 1) cmd.error(`error: run takes the command as one argument; quote it: brokered-shell run -- ${shellQuote(cmd.args.join(' '))}`);
         // An empty command is a mistake (an unset variable: run -- "$CMD"), not a turn that does nothing.
         if (command.trim() === '') cmd.error('error: run needs a command; it was empty');
@@ -91,6 +96,23 @@ export function buildProgram(io: Io, setStatus: (status: number) => void): Comma
       act(async (options: { socket: string; session: string; workspace?: string; policy?: string } & LogOptions) => {
         const { serveCommand } = await import('./serve.js');
         return serveCommand(io, options, await logger(options));
+      }),
+    );
+
+  program
+    .command('mcp')
+    .description('an MCP server on stdio: tools run, list_turns, show_turn, diff_turn, restore_turn for one workspace; approvals asked through the client')
+    .option('--workspace <dir>', 'the workspace commands run in and turns are listed for (default: the current directory)')
+    .option('--policy <file>', 'JSON policy: writableRoots, rules, outsideRoots, backup')
+    .addOption(
+      new Option('--answer <answer>', 'what a question for approval gets when the client cannot be asked (no MCP elicitation)').choices(['yes', 'no']).default('no'),
+    )
+    .addOption(logFormat())
+    .addOption(logLevel('error'))
+    .action(
+      act(async (options: import('./mcp.js').McpCommandOptions & LogOptions) => {
+        const { mcpCommand } = await import('./mcp.js');
+        return mcpCommand(io, options, await logger(options));
       }),
     );
 

@@ -12,15 +12,15 @@ import { BrokerError, ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type ApprovalChoice, type AskedQuestion, type PromptBlock } from '../plugins/approval/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { ReadPolicyPlugin, namedUnreadable, unreadableHint } from '../plugins/read-policy/index.js';
-import { pathProblemErrno } from '../sandbox/kernel-bridge.js';
 import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
 import { noteBrokerRequest } from './code-cache.js';
 import { ExitCode } from './exit-codes.js';
+import { denialLine, unlistedLine } from '../agent/refusals.js';
+import { notStartedReport, runReport } from '../agent/run-report.js';
+import { turnSummaryLine, withConfigFile } from '../agent/turn-summary.js';
 import { describeError, printable, type Io } from './output.js';
-import { DenialSummary } from './denial-summary.js';
 import { effectiveConfig } from './effective-config.js';
-import { turnSummaryLine, withConfigFile } from './turn-summary.js';
 
 export interface RunOptions {
   workspace?: string;
@@ -35,6 +35,12 @@ export interface RunOptions {
   yes?: boolean;
   /** Deny every approval request (for scripts). */
   no?: boolean;
+  /**
+   * One JSON object on stdout after the command (src/agent/run-report.ts): its status,
+   * the turn, the summary, the refusals with reasons, the prompts; the command's own
+   * output is captured into it instead of passed through.
+   */
+  json?: boolean;
 }
 
 /** The variables a command (and the shims inside it) finds the broker by. */
@@ -83,7 +89,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     base = await effectiveConfig(workspace, options.policy, env);
   } catch (error) {
     if (!(error instanceof BrokerError) || error.code !== ErrorCodes.INVALID_OPTIONS) throw error;
-    return cannotStart(io, 'the configuration is invalid', describeError(error));
+    return cannotStart(io, options, 'the configuration is invalid', describeError(error));
   }
   const config = { ...base, sandbox: { ...base.sandbox, ...(options.runtime ? { runtime: options.runtime } : {}) } };
   const approver = approverFor(io, options);
@@ -94,7 +100,7 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     await checkStore(home, 'usable');
   } catch (error) {
     if (!(error instanceof BrokerError) || error.code !== ErrorCodes.STORE_UNAVAILABLE) throw error;
-    return cannotStart(io, 'the backup store cannot be used', describeError(error));
+    return cannotStart(io, options, 'the backup store cannot be used', describeError(error));
   }
   let session: SandboxSession;
   try {
@@ -111,12 +117,11 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
       storeUnavailable: 'deny-changes',
     });
   } catch (error) {
-    if (error instanceof SandboxUnavailableError) return cannotStart(io, 'the sandbox cannot start', describeError(error));
-    if (error instanceof BrokerError && error.code === ErrorCodes.STORE_UNAVAILABLE) return cannotStart(io, 'the backup store cannot be used', describeError(error));
+    if (error instanceof SandboxUnavailableError) return cannotStart(io, options, 'the sandbox cannot start', describeError(error));
+    if (error instanceof BrokerError && error.code === ErrorCodes.STORE_UNAVAILABLE) return cannotStart(io, options, 'the backup store cannot be used', describeError(error));
     throw error;
   }
   if (session.runtimeNotice) io.err(`brokered-shell run: ${session.runtimeNotice}`);
-  const denied = collectDenials(session, path.join(resolveHome(env), HOME_CONFIG_FILE));
   getAuditHooks(session.broker).record.tap('code-cache', noteBrokerRequest);
   const forwarders = new Map<NodeJS.Signals, () => void>();
   let current: RunningCommand | undefined;
@@ -139,9 +144,9 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     await session.beginTurn({ userMessage: message, fileBackup: { enabled: options.backup !== false && config.fileBackup.enabled } });
     let result: ExecuteResult;
     try {
-      result = await session.execute(command, { toolCallId: newId('call'), stdin: 'inherit', output: 'inherit', onStart });
+      result = await session.execute(command, { toolCallId: newId('call'), stdin: 'inherit', output: options.json ? 'capture' : 'inherit', onStart });
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) return cannotStart(io, 'the sandbox cannot start', describeError(error));
+      if (error instanceof SandboxUnavailableError) return cannotStart(io, options, 'the sandbox cannot start', describeError(error));
       throw error;
     }
     const outside = UNSANDBOXED[result.mode];
@@ -149,7 +154,9 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     const ended = await session.endTurn({ message });
     // The command ran: its status stands, and the person learns the turn was not committed.
     if (!ended.ok) io.err(`brokered-shell run: the turn could not be committed: ${printable(ended.error ?? 'unknown error')}`);
-    for (const line of denied.lines()) io.err(line);
+    for (const refusal of result.refusals) if (refusal.kind === 'denied') io.err(denialLine(refusal));
+    const unlisted = unlistedLine(result.unlistedRefusals);
+    if (unlisted) io.err(unlisted);
     const hint = result.exitCode === 0 ? undefined : readHint(session, command);
     if (hint) io.err(withConfigFile(hint, path.join(resolveHome(env), HOME_CONFIG_FILE)));
     const summary = turnSummaryLine(ended);
@@ -158,16 +165,19 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     for (const file of ended.unsaved ?? []) {
       io.err(`brokered-shell: changed without a backup (over the size cap, fileBackup.oversize is skip; restoring cannot bring it back): ${printable(file)}`);
     }
-    return reportApproval(io, result);
+    const status = reportApproval(io, result);
+    if (options.json) io.out(JSON.stringify(runReport(result, ended)));
+    return status;
   } finally {
     for (const [signal, forward] of forwarders) process.off(signal, forward);
     await session.close();
   }
 }
 
-/** `run` refused to start: one line on stderr (a configuration's problems one per line after it), status 126. */
-function cannotStart(io: Io, what: string, why: string): number {
+/** `run` refused to start: one line on stderr (a configuration's problems one per line after it), status 126; with --json, the report says it too. */
+function cannotStart(io: Io, options: RunOptions, what: string, why: string): number {
   io.err(`brokered-shell run: ${what}, nothing was run: ${why}`);
+  if (options.json) io.out(JSON.stringify(notStartedReport(`${what}: ${why}`)));
   return ExitCode.SANDBOX_UNAVAILABLE;
 }
 
@@ -229,22 +239,4 @@ function readHint(session: SandboxSession, command: string): string | undefined 
   const reads = session.broker.plugin<ReadPolicyPlugin>(ReadPolicyPlugin.PLUGIN_NAME);
   const named = reads && namedUnreadable(command, reads.lastUnreadable, reads.policy.homes[0] ?? '/');
   return named && printable(unreadableHint(named));
-}
-
-/** Requests the policy refused (not prompts, not the kernel's own path errors), for the summary on stderr. */
-function collectDenials(session: SandboxSession, homeConfigFile: string): DenialSummary {
-  const denied = new DenialSummary();
-  getAuditHooks(session.broker).record.tap('run-summary', (record) => {
-    // Prompts are listed as needing approval; what the policy let through and then failed
-    // (a backup over the size cap, a store that cannot be written) was still refused.
-    if (record.ok || record.verdict === 'prompt') return;
-    // A path that does not exist (or loops) failed as it would without the sandbox: no denial to report.
-    if (pathProblemErrno(record.error) !== undefined) return;
-    // A move across file systems, or out of the temp dir: the program copies instead (mv does); nothing was refused.
-    if (record.error?.code === ErrorCodes.HOST_OP_FAILED && record.error.errno === 'EXDEV') return;
-    const target = record.paths.find((p) => p.access !== 'read') ?? record.paths[0];
-    const why = record.verdict === 'deny' ? (record.reason ?? record.error?.message) : (record.error?.message ?? record.reason);
-    if (target) denied.add(target.access, target.normalisedPath ?? target.path, why === undefined ? 'denied' : withConfigFile(why, homeConfigFile));
-  });
-  return denied;
 }

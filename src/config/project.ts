@@ -56,6 +56,7 @@ export type ProjectRule = z.infer<typeof projectRuleSchema>;
 
 export const projectConfigSchema = z
   .strictObject({
+    $schema: z.string().optional().describe('The JSON Schema of this file, for editors (the package ships it: dist/project-config.schema.json); ignored'),
     sandbox: z
       .strictObject({
         enabled: onlyTrue('a repository may not turn the sandbox off').optional(),

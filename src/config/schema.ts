@@ -101,6 +101,7 @@ export const approvalTimeoutSecondsSchema = z
 
 export const brokeredShellConfigSchema = z
   .strictObject({
+    $schema: z.string().optional().describe('The JSON Schema of this file, for editors (the package ships it: dist/config.schema.json); ignored'),
     sandbox: sandboxConfigSchema.prefault({}),
     writableRoots: z
       .array(absoluteRootSchema)

@@ -60,7 +60,7 @@ export interface ClientContext {
 }
 export type ControlResult = { ok: boolean } & Record<string, unknown>;
 
-type RequestHook<R> = AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], R>;
+export type RequestHook<R> = AsyncSeriesBailHook<[ResolvedRequest, Decision, RequestContext], R>;
 
 /** A `prompt` the broker holds while someone decides: the request, its decision, and the target it is about. */
 export interface ApprovalQuestion {

@@ -33,7 +33,7 @@ const STICKY = 0o1000;
 const IN_PLACE = new Set(['open', 'truncate', 'copy', 'touch', 'chmod', 'chown', 'xattr']);
 /** Of those, the ones only the owner may do. */
 const OWNER_ONLY = new Set(['chmod', 'chown']);
-type StatLike = Pick<Stats, 'uid' | 'gid' | 'mode' | 'isFile'>;
+export type StatLike = Pick<Stats, 'uid' | 'gid' | 'mode' | 'isFile'>;
 /** What the targets of one request share: who asked (null: gone) and, per directory, whether the path to it is searchable. */
 interface RequestMemo {
   who?: Requester | null;

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { turnEntries, type BackupHome, type FoundTurn, type SetTimesNs } from '../backup/index.js';
-import { restoreTurnFiles } from '../cli/backups.js';
+import { restoreTurnFiles } from '../agent/turn-history.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { HttpError, readJsonBody, sendError, sendJson } from './http.js';
 import { rewindPlan, rewindSession } from './rewind.js';

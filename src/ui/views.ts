@@ -11,7 +11,7 @@ import {
   type TurnEntry,
   type TurnManifest,
 } from '../backup/index.js';
-import { entryDiff } from '../cli/backups.js';
+import { entryDiff } from '../agent/turn-diff.js';
 
 
 export interface TurnSummary {

@@ -66,4 +66,30 @@ describe('usage errors exit 2 with commander’s message on stderr', () => {
     expect(result.stdout).toMatch(/^Usage: brokered-shell backups/);
     for (const sub of ['list', 'show', 'diff', 'restore']) expect(result.stdout).toContain(sub);
   });
+
+  it('--help names every command, the environment variables brokered-shell reads and those a command finds inside', async () => {
+    const result = cli(['--help'], { home: await tempDir('bsh-cli-home-') });
+    expect(result.status).toBe(0);
+    for (const command of ['run', 'serve', 'mcp', 'backups', 'config', 'doctor']) expect(result.stdout).toMatch(new RegExp(`^  ${command} `, 'm'));
+    expect(result.stdout).toContain('Environment:');
+    for (const name of ['BROKERED_SHELL_HOME', 'BROKERED_SHELL_LOG_LEVEL', 'BROKERED_SHELL_NO_BUNDLE', 'BROKERED_SHELL_SOCKET', 'BROKERED_SHELL_SESSION_ID', 'BROKERED_SHELL_TOOL_CALL_ID', 'BROKERED_SHELL_TRACE_ID']) {
+      expect(result.stdout).toContain(name);
+    }
+  });
+
+  it('mcp --help: its options, --answer with its choices', async () => {
+    const result = cli(['mcp', '--help'], { home: await tempDir('bsh-cli-home-') });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^Usage: brokered-shell mcp/);
+    expect(result.stdout).toContain('--workspace <dir>');
+    // Commander wraps its help to the width: compare with the whitespace run together.
+    expect(result.stdout.replace(/\s+/g, ' ')).toContain('--answer <answer> what a question for approval gets when the client cannot be asked (no MCP elicitation) (choices: "yes", "no", default: "no")');
+  });
+
+  it('mcp in a workspace that does not exist stops before it answers', async () => {
+    const result = cli(['mcp', '--workspace', '/nonexistent/bsh-mcp'], { home: await tempDir('bsh-cli-home-') });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('the workspace /nonexistent/bsh-mcp does not exist [BSH_INVALID_OPTIONS]');
+    expect(result.stdout).toBe('');
+  });
 });

@@ -13,7 +13,7 @@ describe('brokered-shell config', () => {
     const schema = JSON.parse(result.stdout) as { $schema: string; type: string; properties: Record<string, unknown>; additionalProperties: boolean };
     expect(schema.$schema).toMatch(/json-schema\.org/);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false });
-    expect(Object.keys(schema.properties).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
+    expect(Object.keys(schema.properties).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
   });
 
   it('show prints the effective configuration of a workspace, and says which files it read', async () => {

@@ -101,7 +101,7 @@ describe('the JSON Schema', () => {
     const text = JSON.stringify(schema);
     expect(JSON.parse(text)).toEqual(schema);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false, title: 'brokered-shell configuration' });
-    expect(Object.keys(schema.properties as object).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
+    expect(Object.keys(schema.properties as object).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
   });
 
   it('describes a file to write: nothing is required, defaults and enums are shown', () => {

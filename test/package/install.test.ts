@@ -3,6 +3,7 @@ import { existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'n
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../helpers/serve-process.js';
 
@@ -79,7 +80,7 @@ describe('the tarball', () => {
 
   it('holds the built library and CLI, the prebuilt native parts, their sources and the shims', () => {
     const files = paths();
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/bundle/cli.cjs', 'dist/bundle/cli.json', 'bin/brokered-shell.js', 'bin/package.json', 'binding.gyp', 'native/sandbox/main.c', 'native/addon/binding.cc', 'shims/brokered-env.sh', 'shims/brokered-bin/brokered-dispatch', 'src/ui/public/index.html', 'src/ui/public/app.js', 'toolchain/install-native.mjs']) {
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'dist/cli/main.js', 'dist/config.schema.json', 'dist/project-config.schema.json', 'dist/bundle/cli.cjs', 'dist/bundle/cli.json', 'bin/brokered-shell.js', 'bin/package.json', 'binding.gyp', 'native/sandbox/main.c', 'native/addon/binding.cc', 'shims/brokered-env.sh', 'shims/brokered-bin/brokered-dispatch', 'src/ui/public/index.html', 'src/ui/public/app.js', 'toolchain/install-native.mjs']) {
       expect(files.has(file), file).toBe(true);
     }
     for (const file of NATIVE_FILES) expect(files.has(`${PREBUILD}/${file}`), file).toBe(true);
@@ -181,6 +182,60 @@ console.log(JSON.stringify({ runtime: session.runtime, exitCode: result.exitCode
     expect(wc.stdout.trim()).toBe(`${statSync(path.join(project, 'package.json')).size} package.json`);
     const env = inProject(project, 'bash', ['-c', `source '${path.join(shims, 'brokered-env.sh')}' && printf '%s\\n' "$BROKERED_SHELL_REQUEST" && type -P cat`]);
     expect(env.stdout).toBe(`${installed(project, PREBUILD, 'brokered-request')}\n${path.join(shims, 'brokered-bin', 'cat')}\n`);
+  });
+});
+
+describe('the examples, run against the installed package', () => {
+  /** An example copied into the consumer project (an ES module folder, as examples/ is here), where 'brokered-shell' resolves to the installed copy. */
+  async function copied(...names: string[]): Promise<string[]> {
+    const out: string[] = [];
+    await fs.mkdir(path.join(project, 'examples'), { recursive: true });
+    await fs.writeFile(path.join(project, 'examples', 'package.json'), JSON.stringify({ type: 'module' }));
+    for (const name of names) {
+      const target = path.join(project, 'examples', path.basename(name));
+      await fs.mkdir(path.dirname(target), { recursive: true });
+      await fs.copyFile(path.join(REPO_ROOT, 'examples', name), target);
+      out.push(target);
+    }
+    return out;
+  }
+  // TypeScript examples run with this checkout's tsx: the consumer has none, and no tsconfig that would map the name.
+  const tsx = pathToFileURL(path.join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs')).href;
+
+  it('the agent loop (library: refusals, streaming, turns, diff, restore, undoLast)', async () => {
+    const [loop] = await copied('agent-loop.ts');
+    const result = inProject(project, 'node', ['--import', tsx, loop ?? '']);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('diff notes.txt: -first draft +second draft');
+    expect(result.stdout).toContain('after undoLast: notes.txt "second draft\\n"');
+  });
+
+  it('the MCP client, against the installed CLI and SDK', async () => {
+    const [client] = await copied('mcp-client.ts');
+    const ws = path.join(base, 'mcp-ws');
+    await fs.mkdir(ws);
+    await fs.writeFile(path.join(ws, 'notes.txt'), 'original\n');
+    const result = inProject(project, 'node', ['--import', tsx, client ?? '', ws]);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('diff: -original +changed');
+    expect(await fs.readFile(path.join(ws, 'notes.txt'), 'utf8')).toBe('original\n');
+  });
+
+  it('the Claude Code hook and /bsh-rewind (plain node, no TypeScript)', async () => {
+    const [hook, rewind] = await copied('claude-code/pre-tool-use.mjs', 'claude-code/rewind.mjs');
+    const ws = path.join(base, 'claude-ws');
+    await fs.mkdir(ws);
+    await fs.writeFile(path.join(ws, 'f.txt'), 'before\n');
+    const payload = { session_id: 's1', cwd: ws, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'echo after > f.txt' }, tool_use_id: 't1' };
+    const env = { BROKERED_SHELL_BIN: path.join(project, 'node_modules', '.bin', 'brokered-shell') };
+    const answered = spawnSync('node', [hook ?? ''], { cwd: project, env: userEnv(env), input: JSON.stringify(payload), encoding: 'utf8' });
+    expect(answered.status, answered.stderr).toBe(0);
+    const command = (JSON.parse(answered.stdout) as { hookSpecificOutput: { updatedInput: { command: string } } }).hookSpecificOutput.updatedInput.command;
+    expect(inProject(ws, 'bash', ['-c', command], env).status).toBe(0);
+    expect(await fs.readFile(path.join(ws, 'f.txt'), 'utf8')).toBe('after\n');
+    const undone = inProject(project, 'node', [rewind ?? '', '--workspace', ws]);
+    expect(undone.status, undone.stdout + undone.stderr).toBe(0);
+    expect(await fs.readFile(path.join(ws, 'f.txt'), 'utf8')).toBe('before\n');
   });
 });
 

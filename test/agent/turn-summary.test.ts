@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { EndTurnResult } from '../../src/agent/types.js';
-import { turnSummaryLine, withConfigFile } from '../../src/cli/turn-summary.js';
+import { turnSummary, turnSummaryLine, withConfigFile } from '../../src/agent/turn-summary.js';
 
 const ended = (extra: Partial<EndTurnResult>): EndTurnResult => ({ ok: true, turnId: 'T1', files: 0, message: 'm', ...extra });
 
@@ -19,6 +19,33 @@ describe("run's turn summary", () => {
     ['a turn that did not commit', { ok: false, files: 3, exempted: { 'cache-roots': 3 } }, undefined],
   ])('%s', (_what, extra, line) => {
     expect(turnSummaryLine(ended(extra))).toBe(line);
+  });
+});
+
+describe('turnSummary: the same for a program', () => {
+  it('counts, lists and the line without its prefix', () => {
+    expect(turnSummary(ended({ files: 1, exempted: { 'cache-roots': 2 }, unsaved: ['/ws/big'], notices: ['a rebase stopped'] }))).toEqual({
+      committed: true,
+      turnId: 'T1',
+      files: 1,
+      exempted: { 'cache-roots': 2 },
+      unsaved: ['/ws/big'],
+      notices: ['a rebase stopped'],
+      text: 'turn T1 backed up 1 file (brokered-shell backups show T1); 2 paths in cache roots changed without a backup (a restore leaves them as they are)',
+    });
+  });
+
+  it('a turn that did not commit says why, and has no line', () => {
+    expect(turnSummary({ ok: false, turnId: 'T2', files: 0, message: 'm', error: 'store full' })).toEqual({
+      committed: false,
+      turnId: 'T2',
+      files: 0,
+      exempted: {},
+      unsaved: [],
+      notices: [],
+      text: null,
+      error: 'store full',
+    });
   });
 });
 

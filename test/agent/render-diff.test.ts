@@ -3,7 +3,7 @@
  * (a model-written file cannot forge what the diff looks like), exact bytes for a pipe.
  */
 import { describe, expect, it } from 'vitest';
-import { MAX_EDIT_LENGTH, escapeContent, renderDiff, renderDiffBytes } from '../../src/cli/render-diff.js';
+import { MAX_EDIT_LENGTH, escapeContent, renderDiff, renderDiffBytes } from '../../src/agent/render-diff.js';
 
 describe('escapeContent', () => {
   it('keeps valid UTF-8 text, tabs and newlines as they are', () => {
