@@ -1,4 +1,4 @@
-export { ReadPolicyPlugin, PLUGIN_NAME, type ReadLaunch } from './plugin.js';
+export { ReadPolicyPlugin, PLUGIN_NAME, type ReadLaunch, type RuleDenies } from './plugin.js';
 export {
   readPolicyOptionsSchema,
   secretPathSchema,
