@@ -3,6 +3,7 @@ import { DEFAULT_DURABILITY, FILE_BACKUP_MAX_SIZE_MB, durabilitySchema, oversize
 import { cacheRootsSettingsSchema } from '../plugins/cache-roots/options.js';
 import { DEFAULT_APPROVAL_TIMEOUT_MS, approvalModeSchema } from '../plugins/approval/plugin.js';
 import { fileSafetyRuleSchema } from '../plugins/file-safety/options.js';
+import { networkModeSchema, networkRuleSchema } from '../plugins/network/rules.js';
 
 /**
  * The whole configuration of brokered-shell, one schema. Every object is strict (an
@@ -78,6 +79,23 @@ export const cacheRootsConfigSchema = cacheRootsSettingsSchema.describe(
   "Tools' caches, changed without a question or a backup: the defaults present at session start (defaults), less remove (names or paths), plus add (home config only)",
 );
 
+/**
+ * Where a sandboxed command may connect (the seccomp runtime decides each connection).
+ * `allowlist`: the entries of `allow` and the defaults (the package registries the
+ * user's tools are set to, the workspace repository's git remotes, the command's own
+ * loopback servers), less `deny`; anything else is asked, or refused without a terminal.
+ */
+export const networkConfigSchema = z.strictObject({
+  mode: networkModeSchema
+    .default('allowlist')
+    .describe('allowlist: what allow and the defaults name, anything else asked; open: everything; off: nothing'),
+  allow: z
+    .array(networkRuleSchema)
+    .default([])
+    .describe('Hosts (example.org, *.example.org), addresses and CIDR blocks, each with an optional :port or :lo-hi'),
+  deny: z.array(networkRuleSchema).default([]).describe('Refused whatever allow or a default says'),
+});
+
 export const approvalsSchema = approvalModeSchema
   .default('inline')
   .describe('inline: a change that needs approval waits at its syscall while a person is asked, and a yes lets it through; after: it is refused, and the command runs again once approved');
@@ -100,6 +118,7 @@ export const brokeredShellConfigSchema = z
     cacheRoots: cacheRootsConfigSchema.prefault({}),
     fileBackup: fileBackupConfigSchema.prefault({}),
     fileSafety: fileSafetyConfigSchema.prefault({}),
+    network: networkConfigSchema.prefault({}),
     approvals: approvalsSchema,
     approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
   })

@@ -104,6 +104,7 @@ describe('loading', () => {
         ],
         outsideRoots: 'deny',
       },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });
