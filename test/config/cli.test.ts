@@ -13,7 +13,7 @@ describe('brokered-shell config', () => {
     const schema = JSON.parse(result.stdout) as { $schema: string; type: string; properties: Record<string, unknown>; additionalProperties: boolean };
     expect(schema.$schema).toMatch(/json-schema\.org/);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false });
-    expect(Object.keys(schema.properties).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+    expect(Object.keys(schema.properties).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'network', 'sandbox', 'writableRoots']);
   });
 
   it('show prints the effective configuration of a workspace, and says which files it read', async () => {
@@ -30,6 +30,7 @@ describe('brokered-shell config', () => {
       cacheRoots: { defaults: true, add: [], remove: [] },
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });

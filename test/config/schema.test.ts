@@ -18,6 +18,7 @@ describe('the configuration schema', () => {
       cacheRoots: { defaults: true, add: [], remove: [] },
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });
@@ -100,7 +101,7 @@ describe('the JSON Schema', () => {
     const text = JSON.stringify(schema);
     expect(JSON.parse(text)).toEqual(schema);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false, title: 'brokered-shell configuration' });
-    expect(Object.keys(schema.properties as object).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'writableRoots']);
+    expect(Object.keys(schema.properties as object).sort()).toEqual(['approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'network', 'sandbox', 'writableRoots']);
   });
 
   it('describes a file to write: nothing is required, defaults and enums are shown', () => {
