@@ -9,8 +9,10 @@
 # and filefrag, with which test/backup/reflink.test.ts sees a blob's shared extents.
 # xfsprogs: mkfs.xfs for a reflink file system on a loop device (bench/lib/xfs-image.ts): the backup
 # store's clone path, tested and measured on machines whose own disk cannot clone.
+# openssh-server: a local sshd the network policy's test clones a git repository from over ssh
+# (test/e2e/run-network-ssh.test.ts starts its own on a loopback port; the system's is not used).
 set -euo pipefail
-packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev e2fsprogs xfsprogs)
+packages=(build-essential python3 busybox-static toybox chromium bubblewrap socat ripgrep clang libclang-rt-dev e2fsprogs xfsprogs openssh-server)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
