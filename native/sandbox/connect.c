@@ -184,7 +184,7 @@ static enum bsh_action connect_inet(struct bsh_call *c, int sock, int family, in
 
 enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
                                 uint64_t ulen) {
-  int sock = bsh_proc_dup_fd(c, fd);
+  int sock = bsh_net_dup(c, fd);
   if (sock == -EBADF) return answered(c, EBADF);
   if (sock < 0) return answered(c, -sock == ESRCH ? ESRCH : EACCES);
   int domain = -1, type = -1, protocol = 0;
@@ -195,8 +195,9 @@ enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c
   }
   dlen = sizeof type;
   getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &dlen);
+  /* A stream socket under a policy is TCP (socket(2) refuses the others); only a datagram's protocol tells UDP from ICMP. */
   dlen = sizeof protocol;
-  getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &dlen);
+  if (type != SOCK_STREAM) getsockopt(sock, SOL_SOCKET, SO_PROTOCOL, &protocol, &dlen);
   struct sockaddr_storage addr;
   memset(&addr, 0, sizeof addr);
   enum bsh_action act;

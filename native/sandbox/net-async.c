@@ -59,10 +59,24 @@ static void respond(uint64_t id, long result) {
   }
 }
 
+/* Linux 6.6's flag (absent from older headers): the target that waits wakes the supervisor's CPU at once. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
 void bsh_net_attach(struct bsh_channel *ch, int listener) {
   g_ch = ch;
   g_listener = listener;
   if (!g_resp) init_resp();
+  /*
+   * A connect is a notification and an answer on the caller's critical path, every
+   * time; without this, each pays a scheduler wake-up (tens of microseconds) twice. An
+   * older kernel refuses the flag and only loses that speed.
+   */
+  (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
 }
 
 bool bsh_net_backlogged(void) { return g_ch && bsh_channel_unsent(g_ch) > BACKLOG_BYTES; }
@@ -71,15 +85,116 @@ static uint32_t mode_field(int proto, enum bsh_net_kind kind, uint16_t port) {
   return (uint32_t)port | ((uint32_t)proto << 16) | ((uint32_t)kind << 24);
 }
 
+/*
+ * Records are counted per target: the first of a kind goes out at once; the same call
+ * made again by the same process to the same place within a second is added to a count
+ * sent when the second is over (or the command ends), so a loop of connects costs the
+ * broker one record a second, not one each.
+ */
+#define AGG_SLOTS 64
+#define AGG_MS 1000
+struct aggregate {
+  bool used;
+  pid_t tid, tgid;
+  int nr, err, proto;
+  enum bsh_net_kind kind;
+  struct bsh_ip ip;
+  uint16_t port;
+  char host[BSH_HOST_MAX];
+  char why[160];
+  uint32_t pending;
+  struct timespec since;
+};
+static struct aggregate g_agg[AGG_SLOTS];
+
+static long ms_since(const struct timespec *t) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
+static void send_record(const struct aggregate *a, uint32_t count) {
+  char address[64] = "", text[BSH_REFUSAL_MAX], name[48];
+  bsh_ip_format(&a->ip, address, sizeof address);
+  snprintf(text, sizeof text, "%s %s", a->nr < 0 ? "dns" : bsh_syscall_name(a->nr, name, sizeof name), a->why);
+  if (bsh_channel_queue_frame(g_ch, BSH_OP_NET_RECORD, 0, a->tid, a->tgid, (uint32_t)a->err, mode_field(a->proto, a->kind, a->port),
+                              address, a->host, text) != 0)
+    return;
+  /* The count rides in the last four header bytes (PROTOCOL.md). */
+  uint8_t *frame = g_ch->out + g_ch->out_len - (32 + 6 + strlen(address) + strlen(a->host) + strlen(text));
+  for (int i = 0; i < 4; i++) frame[28 + i] = (uint8_t)(count >> (8 * i));
+}
+
+static void flush_aggregates(bool all) {
+  for (size_t i = 0; i < AGG_SLOTS; i++) {
+    struct aggregate *a = &g_agg[i];
+    if (!a->used || (!all && ms_since(&a->since) < AGG_MS)) continue;
+    if (a->pending > 0) send_record(a, a->pending);
+    a->used = false;
+  }
+}
+
 void bsh_net_record(const struct bsh_call *c, int err, int proto, enum bsh_net_kind kind, const struct bsh_ip *ip,
                     uint16_t port, const char *host, const char *why) {
   if (!g_records || !g_ch) return;
-  char address[64] = "", text[BSH_REFUSAL_MAX], name[48];
-  if (ip) bsh_ip_format(ip, address, sizeof address);
-  snprintf(text, sizeof text, "%s %s", c->nr < 0 ? "dns" : bsh_syscall_name(c->nr, name, sizeof name), why);
-  if (!bsh_utf8_valid(host)) host = "";
-  bsh_channel_queue_frame(g_ch, BSH_OP_NET_RECORD, 0, c->tid, c->tgid, (uint32_t)err, mode_field(proto, kind, port), address,
-                          host, text);
+  struct aggregate key = {.used = true, .tid = c->tid, .tgid = c->tgid, .nr = c->nr, .err = err, .proto = proto, .kind = kind, .port = port};
+  if (ip) key.ip = *ip;
+  snprintf(key.host, sizeof key.host, "%s", bsh_utf8_valid(host) ? host : "");
+  snprintf(key.why, sizeof key.why, "%s", why);
+  struct aggregate *free_slot = NULL, *oldest = NULL;
+  for (size_t i = 0; i < AGG_SLOTS; i++) {
+    struct aggregate *a = &g_agg[i];
+    if (!a->used) {
+      if (!free_slot) free_slot = a;
+      continue;
+    }
+    if (a->tgid == key.tgid && a->nr == key.nr && a->err == err && a->proto == proto && a->kind == kind && a->port == port &&
+        memcmp(&a->ip, &key.ip, sizeof key.ip) == 0 && strcmp(a->host, key.host) == 0) {
+      a->pending++;
+      return;
+    }
+    if (!oldest || a->since.tv_sec < oldest->since.tv_sec ||
+        (a->since.tv_sec == oldest->since.tv_sec && a->since.tv_nsec < oldest->since.tv_nsec))
+      oldest = a;
+  }
+  send_record(&key, 1);
+  if (!free_slot) {
+    if (oldest->pending > 0) send_record(oldest, oldest->pending);
+    free_slot = oldest;
+  }
+  *free_slot = key;
+  free_slot->pending = 0;
+  clock_gettime(CLOCK_MONOTONIC, &free_slot->since);
+}
+
+void bsh_net_flush_records(void) {
+  if (!g_ch) return;
+  flush_aggregates(true);
+  /* What the broker has not taken yet goes now: the command is over, and a record must not be lost with it. */
+  for (int waited = 0; bsh_channel_unsent(g_ch) > 0 && waited < 2000; waited += 10) {
+    if (bsh_channel_flush(g_ch) < 0) return;
+    if (bsh_channel_unsent(g_ch) == 0) return;
+    struct pollfd p = {g_ch->fd, POLLOUT, 0};
+    poll(&p, 1, 10);
+  }
+}
+
+/* Our own reference to the command's fd. A thread-group leader's pidfd tells its process at once; another thread's status is read. */
+int bsh_net_dup(struct bsh_call *c, int fd) {
+  if (fd < 0) return -EBADF;
+  int pidfd = (int)syscall(__NR_pidfd_open, c->tid, 0);
+  if (pidfd >= 0 && !c->have_status) c->tgid = c->tid;
+  if (pidfd < 0 && errno == EINVAL) {
+    int rc = bsh_proc_status(c);
+    if (rc != 0) return rc;
+    pidfd = (int)syscall(__NR_pidfd_open, c->tid, PIDFD_THREAD);
+  }
+  if (pidfd < 0) return -ESRCH;
+  int dup = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+  int saved = errno;
+  close(pidfd);
+  if (dup < 0) return saved == EBADF ? -EBADF : -EACCES;
+  return dup;
 }
 
 struct bsh_net_op *bsh_net_hold(const struct bsh_call *c, int sock) {
@@ -153,7 +268,9 @@ void bsh_net_connect_op(struct bsh_net_op *op) {
     if (op->blocking) fcntl(op->sock, F_SETFL, flags);
     op->connecting = true;
     if (rc != EINPROGRESS || !op->blocking) return bsh_net_finish(op, -rc);
-    return bsh_net_wait(op);
+    /* A local peer has usually answered by now: no round of the loop for it. */
+    struct pollfd p = {op->sock, POLLOUT, 0};
+    if (poll(&p, 1, 0) != 1) return bsh_net_wait(op);
   }
   /* The socket became writable: the connect is over, one way or the other. */
   int err = 0;
@@ -177,12 +294,20 @@ static long since_sweep_ms(void) {
   return (now.tv_sec - g_last_sweep.tv_sec) * 1000 + (now.tv_nsec - g_last_sweep.tv_nsec) / 1000000;
 }
 
+static int sooner(int a, int b) { return a < 0 ? b : b < 0 ? a : a < b ? a : b; }
+
 int bsh_net_timeout_ms(void) {
-  int proxy = bsh_dns_proxy_timeout_ms();
-  if (!g_ops) return proxy;
-  long left = SWEEP_MS - since_sweep_ms();
-  int sweep = left < 0 ? 0 : (int)left;
-  return proxy < 0 || sweep < proxy ? sweep : proxy;
+  int timeout = bsh_dns_proxy_timeout_ms();
+  if (g_ops) {
+    long left = SWEEP_MS - since_sweep_ms();
+    timeout = sooner(timeout, left < 0 ? 0 : (int)left);
+  }
+  for (size_t i = 0; i < AGG_SLOTS; i++) {
+    if (!g_agg[i].used) continue;
+    long left = AGG_MS - ms_since(&g_agg[i].since);
+    timeout = sooner(timeout, left < 0 ? 0 : (int)left);
+  }
+  return timeout;
 }
 
 /* A held call whose caller is gone (killed, or its thread exited) has nobody to answer. */
@@ -207,6 +332,7 @@ void bsh_net_on_poll(const struct pollfd *fds, size_t n) {
       }
   }
   if (g_ops && since_sweep_ms() >= SWEEP_MS) sweep();
+  flush_aggregates(false);
 }
 
 int bsh_net_on_answer(const struct bsh_answer *a) {

@@ -290,7 +290,7 @@ static int read_name(struct bsh_call *c, uint64_t uname, uint64_t len, struct me
 }
 
 enum bsh_action bsh_dec_sendto(const struct bsh_config *cfg, struct bsh_call *c, const uint64_t *a) {
-  int sock = bsh_proc_dup_fd(c, (int)a[0]);
+  int sock = bsh_net_dup(c, (int)a[0]);
   if (sock < 0) return refuse(c, sock == -EBADF ? EBADF : EACCES);
   struct message *m = message_new();
   struct sock_info s;
@@ -390,7 +390,7 @@ static enum bsh_action many(const struct bsh_config *cfg, struct bsh_call *c, in
 }
 
 enum bsh_action bsh_dec_sendmsg(const struct bsh_config *cfg, struct bsh_call *c, const uint64_t *a, bool is_many) {
-  int sock = bsh_proc_dup_fd(c, (int)a[0]);
+  int sock = bsh_net_dup(c, (int)a[0]);
   if (sock < 0) return refuse(c, sock == -EBADF ? EBADF : EACCES);
   if (is_many) return many(cfg, c, sock, a);
   struct sock_info s;

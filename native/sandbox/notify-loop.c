@@ -386,6 +386,7 @@ int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int s
   }
   /* The command is over: whatever it left running goes too. */
   bsh_kill_descendants(listener);
+  bsh_net_flush_records();
   refuse_all_pending(&L, EPERM);
   free(L.pending);
   free(L.waiting);

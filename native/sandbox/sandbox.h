@@ -341,6 +341,10 @@ bool bsh_net_backlogged(void);
 enum bsh_net_kind { BSH_NET_CONNECT = 1, BSH_NET_DATAGRAM = 2, BSH_NET_DNS_QUERY = 3 };
 void bsh_net_record(const struct bsh_call *c, int err, int proto, enum bsh_net_kind kind, const struct bsh_ip *ip,
                     uint16_t port, const char *host, const char *why);
+/* The counts not sent yet, and what the channel holds, before the supervisor exits. */
+void bsh_net_flush_records(void);
+/* Our duplicate of the caller's fd (its process id noted in c->tgid), or -errno. */
+int bsh_net_dup(struct bsh_call *c, int fd);
 /*
  * A call the network module answers later: asked of the broker, or a connect or send in
  * progress on a blocking socket. `perform` carries it out once allowed (and again each

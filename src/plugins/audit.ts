@@ -37,7 +37,7 @@ export interface AuditRecord {
   /** For the record that stands for refusals counted but not recorded one by one (see RefusalBudget). */
   suppressed?: { count: number; since: string; operations: Record<string, number>; peers: number[] };
   /** For a connection (operation `connect`, `datagram` or `dns`): where, how, and which process (NetworkPlugin). */
-  connection?: { host?: string; address: string; port: number; protocol: string; pid: number; tid: number };
+  connection?: { host?: string; address: string; port: number; protocol: string; pid: number; tid: number; count: number };
 }
 
 export interface AuditHooks {

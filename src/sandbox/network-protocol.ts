@@ -38,6 +38,8 @@ export interface KernelConnection {
 export interface KernelConnectionRecord extends KernelConnection {
   /** 0: allowed; else the errno the call got. */
   errno: number;
+  /** How many such calls (the same process, syscall, target and outcome within a second) this record stands for. */
+  count: number;
   /** Why, in words of the table (`network.allow names it`). */
   reason: string;
 }
@@ -78,7 +80,8 @@ export function decodeNetwork(body: Buffer): DecodedNetwork {
   const op = body.readUInt16LE(4);
   const question = op === NET_ASK_OP;
   const fail = (reason: string): DecodedNetwork => (question && (id & NET_ID_BIT) !== 0 ? { ok: false, id, reason } : { ok: false, reason });
-  if (body.readUInt16LE(6) !== 0 || body.readUIntLE(24, 4) !== 0) return fail('reserved bytes are not zero');
+  const count = body.readUInt32LE(24);
+  if (body.readUInt16LE(6) !== 0 || (question ? count !== 0 : count === 0)) return fail(question ? 'reserved bytes are not zero' : 'a record of no call');
   if (question ? (id & NET_ID_BIT) === 0 : id !== 0) return fail('a network frame with a wrong id');
   const fields = strings(body, 3);
   if (!fields) return fail('bad string field');
@@ -101,7 +104,7 @@ export function decodeNetwork(body: Buffer): DecodedNetwork {
   if (question) return { ok: true, question: { ...connection, id } };
   const errno = body.readUInt32LE(16);
   if (errno > 4095) return fail('a record with an errno outside 0..4095');
-  return { ok: true, record: { ...connection, errno, reason: space < 0 ? '' : text.slice(space + 1) } };
+  return { ok: true, record: { ...connection, errno, count, reason: space < 0 ? '' : text.slice(space + 1) } };
 }
 
 /** Whether a request body is one of these frames (by its op). */
@@ -165,6 +168,7 @@ export function encodeNetworkFrame(frameOf: KernelConnectionRecord | KernelNetwo
   fixed.writeUInt32LE(question ? 0 : frameOf.errno, 16);
   const mode = frameOf.port | ((NET_PROTOCOLS.indexOf(frameOf.protocol) + 1) << 16) | ((NET_KINDS.indexOf(frameOf.kind) + 1) << 24);
   fixed.writeUInt32LE(mode >>> 0, 20);
+  if (!question) fixed.writeUInt32LE(frameOf.count, 24);
   const text = question ? frameOf.syscall : `${frameOf.syscall} ${frameOf.reason}`;
   return frame(fixed, [frameOf.address, frameOf.host ?? '', text]);
 }

@@ -40,6 +40,8 @@ export interface Decided {
   decidedBy: string;
   toolCallId?: string;
   traceId?: string;
+  /** How many calls the supervisor counted into this one record (the same target and outcome within a second). */
+  count?: number;
 }
 
 /** What a person reads for a connection: `host (address):port/tcp`. */
@@ -62,7 +64,7 @@ export function auditDecided(broker: Broker, decided: Decided): void {
     reason: decided.reason,
     ok: decided.allowed,
     durationMs: 0,
-    connection: { address: connection.address, port: connection.port, protocol: connection.protocol, pid: connection.tgid, tid: connection.pid },
+    connection: { address: connection.address, port: connection.port, protocol: connection.protocol, pid: connection.tgid, tid: connection.pid, count: decided.count ?? 1 },
   };
   if (connection.host !== undefined) record.connection = { ...record.connection, host: connection.host } as NonNullable<typeof record.connection>;
   if (!decided.allowed) {
@@ -86,14 +88,14 @@ export class TurnConnections {
     const key = [c.kind, c.protocol, c.host ?? '', c.address, c.kind === 'dns' ? '' : c.port, verdict].join('\0');
     const known = this.#facts.get(key);
     if (known) {
-      known.count += 1;
+      known.count += decided.count ?? 1;
       return false;
     }
     if (this.#facts.size >= MAX_FACTS) {
       this.dropped += 1;
       return false;
     }
-    const fact: ConnectionFact = { kind: c.kind, protocol: c.protocol, address: c.address, verdict, reason: decided.reason, count: 1, pid: c.tgid, firstAt: new Date().toISOString() };
+    const fact: ConnectionFact = { kind: c.kind, protocol: c.protocol, address: c.address, verdict, reason: decided.reason, count: decided.count ?? 1, pid: c.tgid, firstAt: new Date().toISOString() };
     if (c.host !== undefined) fact.host = c.host;
     if (c.kind !== 'dns') fact.port = c.port;
     if (decided.toolCallId) fact.toolCallId = decided.toolCallId;

@@ -140,7 +140,7 @@ export class NetworkPlugin implements BrokerPlugin {
 
   /** What the supervisor decided itself. */
   record(record: KernelConnectionRecord, meta: { toolCallId?: string; traceId?: string } = {}): void {
-    this.#decided({ connection: record, allowed: record.errno === 0, errno: record.errno, reason: record.reason, decidedBy: 'sandbox:supervisor', ...meta });
+    this.#decided({ connection: record, allowed: record.errno === 0, errno: record.errno, reason: record.reason, decidedBy: 'sandbox:supervisor', count: record.count, ...meta });
   }
 
   /** The refused connections of a tool call, each target once, and forgets them. */
