@@ -83,8 +83,10 @@ export const projectConfigSchema = z
       .optional(),
     network: z
       .strictObject({
-        mode: onlyStricter('off', ['open'], 'would let commands reach more of the network; a project may only choose "off" or "allowlist"')
-          .or(z.literal('allowlist'))
+        mode: z
+          .enum(['off', 'allowlist'], {
+            error: (issue) => (issue.input === 'open' ? 'refused: "open" would let commands reach more of the network; a project may only choose "off" or "allowlist"' : undefined),
+          })
           .optional(),
         allow: refused('a repository may not open the network to hosts of its choosing (network.allow belongs in the home config)'),
         deny: z.array(networkRuleSchema).optional(),

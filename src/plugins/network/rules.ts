@@ -29,10 +29,10 @@ function parseHost(text: string): string | { error: string } {
   const wildcard = host.startsWith('*.');
   const rest = wildcard ? host.slice(2) : host;
   const labels = rest.split('.');
+  if (rest.includes('*')) return { error: `${JSON.stringify(text)}: a * may only stand first, as *.example.org` };
   if (rest.length === 0 || rest.length > 253 || !labels.every((label) => LABEL.test(label))) {
     return { error: `${JSON.stringify(text)} is not a host name, address or CIDR block` };
   }
-  if (rest.includes('*')) return { error: `${JSON.stringify(text)}: a * may only stand first, as *.example.org` };
   if (labels.length < 2 && wildcard) return { error: `${JSON.stringify(text)} would match every name below a top-level domain` };
   return host;
 }
