@@ -138,7 +138,7 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       logger: log,
       ...(options.policyTimeoutMs === undefined ? {} : { policyTimeoutMs: options.policyTimeoutMs }),
       plugins: [
-        ...standardPlugins({ ...standard, networkSave: addNetworkAllow }),
+        ...standardPlugins({ ...standard, networkSave: (rule, file) => addNetworkAllow(file, rule) }),
         ...(options.plugins ?? []),
       ],
     });

@@ -151,6 +151,16 @@ describe('NetworkPlugin: what the table cannot decide', () => {
     expect(network.tableFor('later')).toContain('allow-name api.example.org 0-65535');
   });
 
+  it('a save that cannot be written is no yes: refused, with why', async () => {
+    const network = new NetworkPlugin({ resolvConf: '/nonexistent', saveTo: '/h/config.json' }, { save: async () => Promise.reject(new Error('read-only file system')) });
+    new Broker({ sessionId: 's1' }).use(new ApprovalPlugin(), network);
+    network.attach('a');
+    network.setApprover(({ choices }) => choices.find((choice) => choice.scope === 'save'));
+    expect(await network.question(question(), { toolCallId: 'a' })).toBe(13);
+    expect(network.takeRefused('a')[0]?.reason).toBe('approved, but read-only file system');
+    expect(network.tableFor('a')).not.toContain('allow 203.0.113.7/32 443-443');
+  });
+
   it.each<[string, ConnectionApprover, string]>([
     ['a no', () => false, 'not approved'],
     ['a throw', () => {

@@ -170,7 +170,12 @@ export class NetworkPlugin implements BrokerPlugin {
     const choices: ConnectionChoice[] = [{ scope: 'once' }, { scope: 'session' }, ...(this.#save && this.options.saveTo ? [{ scope: 'save' as const, file: this.options.saveTo }] : [])];
     const answer = await approval.oneAtATime(() => this.#ask(approver, { connection: question, rule, choices, ...(meta.toolCallId ? { toolCallId: meta.toolCallId } : {}) }, approval.options.timeoutMs));
     if (typeof answer === 'string') return this.#refuse(question, `not in network.allow; ${answer}`, meta);
-    await this.#grant(rule, answer, meta.toolCallId);
+    try {
+      await this.#grant(rule, answer, meta.toolCallId);
+    } catch (error) {
+      // A yes that cannot be kept as asked (the home config cannot be written) is no yes.
+      return this.#refuse(question, `approved, but ${error instanceof Error ? error.message : String(error)}`, meta);
+    }
     return allow(`approved ${answer.scope === 'once' ? 'for this command' : answer.scope === 'session' ? 'for this session' : `and saved to ${answer.file}`}`, 'approval');
   }
 
