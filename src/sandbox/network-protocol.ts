@@ -161,7 +161,7 @@ export function encodeNetworkTable(lines: readonly string[]): Buffer[] {
 export function encodeNetworkFrame(frameOf: KernelConnectionRecord | KernelNetworkQuestion): Buffer {
   const fixed = Buffer.alloc(REQUEST_FIXED);
   const question = 'id' in frameOf;
-  fixed.writeUInt32LE(question ? frameOf.id : 0, 0);
+  fixed.writeUInt32LE(question ? frameOf.id >>> 0 : 0, 0);
   fixed.writeUInt16LE(question ? NET_ASK_OP : NET_RECORD_OP, 4);
   fixed.writeUInt32LE(frameOf.pid, 8);
   fixed.writeUInt32LE(frameOf.tgid, 12);
