@@ -184,7 +184,8 @@ int bsh_net_dup(struct bsh_call *c, int fd) {
   if (fd < 0) return -EBADF;
   int pidfd = (int)syscall(__NR_pidfd_open, c->tid, 0);
   if (pidfd >= 0 && !c->have_status) c->tgid = c->tid;
-  if (pidfd < 0 && errno == EINVAL) {
+  /* Another thread than the leader: the kernel says ENOENT (EINVAL before PIDFD_THREAD existed). */
+  if (pidfd < 0 && (errno == ENOENT || errno == EINVAL)) {
     int rc = bsh_proc_status(c);
     if (rc != 0) return rc;
     pidfd = (int)syscall(__NR_pidfd_open, c->tid, PIDFD_THREAD);

@@ -17,6 +17,11 @@ export function openNetworkPolicy(world: World, policy?: string): string {
   return file;
 }
 
+/** `run`'s flags for a runtime: the preload runtime with the network open (it governs no connection). */
+export function runtimeArgs(world: World, runtime: 'seccomp' | 'preload' | string): string[] {
+  return ['--runtime', runtime, ...(runtime === 'preload' ? ['--policy', openNetworkPolicy(world)] : [])];
+}
+
 /** `brokered-shell run --runtime preload --workspace WS [flags] -- COMMAND`, with the network open. */
 export function runPreload(world: World, command: string, flags: RunFlags = {}, options: CliOptions = {}): Promise<CliRun> {
   const args = ['run', '--runtime', 'preload', '--workspace', world.ws];

@@ -96,6 +96,30 @@ describe('connections to servers outside the command', () => {
   });
 });
 
+describe('a connection from a thread other than the main one', () => {
+  it('is decided as the main thread\'s: allowed where allowed, refused elsewhere', async () => {
+    const allowed = await server();
+    const refused = await server();
+    const result = await run(
+      world,
+      `python3 -c '
+import errno, socket, sys, threading
+def connect(port):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", port)); s.sendall(b"thread"); print("connected", flush=True)
+    except OSError as e:
+        print(errno.errorcode[e.errno], flush=True)
+for port in sys.argv[1:]:
+    t = threading.Thread(target=connect, args=(int(port),)); t.start(); t.join()
+' ${allowed.port} ${refused.port}`,
+      { policy: await policy({ allow: [`127.0.0.1:${allowed.port}`] }) },
+    );
+    expect(result.out, describeRun(result)).toBe('connected\nEACCES\n');
+    expect(refused.connections()).toBe(0);
+  });
+});
+
 describe("the command's own servers", () => {
   it('are reachable on loopback by default, over TCP and UDP', async () => {
     const result = await run(
