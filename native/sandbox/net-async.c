@@ -272,6 +272,7 @@ void bsh_net_connect_op(struct bsh_net_op *op) {
     /* A local peer has usually answered by now: no round of the loop for it. */
     struct pollfd p = {op->sock, POLLOUT, 0};
     if (poll(&p, 1, 0) != 1) return bsh_net_wait(op);
+    if (!(p.revents & (POLLERR | POLLHUP))) return bsh_net_finish(op, 0);
   }
   /* The socket became writable: the connect is over, one way or the other. */
   int err = 0;
