@@ -29,6 +29,8 @@
 #define RCODE_SERVFAIL 2
 #define RCODE_REFUSED 5
 #define MAX_CLIENTS 4096
+/* Queries waiting for the resolver or the broker at once; past it a query is answered SERVFAIL (each holds a socket). */
+#define MAX_QUERIES 256
 
 struct client {
   int proto;
@@ -237,6 +239,11 @@ static void on_query(struct client *c, const uint8_t *msg, size_t len) {
   if (v == BSH_NAME_DENY) {
     record_query(c, EACCES, q->q.name, why);
     reply_error(c, &q->q, RCODE_REFUSED);
+    free(q);
+    return;
+  }
+  if (g_n_queries >= MAX_QUERIES) {
+    reply_error(c, &q->q, RCODE_SERVFAIL);
     free(q);
     return;
   }
