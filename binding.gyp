@@ -45,6 +45,13 @@
         "native/sandbox/set-id.c",
         "native/sandbox/ioctl.c",
         "native/sandbox/connect.c",
+        "native/sandbox/net-policy.c",
+        "native/sandbox/net-listeners.c",
+        "native/sandbox/net-async.c",
+        "native/sandbox/net-send.c",
+        "native/sandbox/net-sockets.c",
+        "native/sandbox/net-dns.c",
+        "native/sandbox/net-proxy.c",
         "native/sandbox/broker-channel.c",
         "native/sandbox/reaper.c",
         "native/sandbox/preload-mode.c"

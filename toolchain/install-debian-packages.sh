@@ -16,10 +16,13 @@
 # and filefrag, with which test/backup/reflink.test.ts sees a blob's shared extents.
 # xfsprogs: mkfs.xfs for a reflink file system on a loop device (bench/lib/xfs-image.ts): the backup
 # store's clone path, tested and measured on machines whose own disk cannot clone.
+# openssh-server: a local sshd the network policy's test clones a git repository from over ssh
+# (test/e2e/run-network-ssh.test.ts starts its own on a loopback port; the system's is not used).
 set -euo pipefail
 # package:command — the command shows the package is there where dpkg cannot be asked.
 packages=(build-essential:make python3:python3 busybox-static:busybox toybox:toybox chromium:chromium
-  bubblewrap:bwrap socat:socat ripgrep:rg clang:clang libclang-rt-dev: e2fsprogs:chattr xfsprogs:mkfs.xfs)
+  bubblewrap:bwrap socat:socat ripgrep:rg clang:clang libclang-rt-dev: e2fsprogs:chattr xfsprogs:mkfs.xfs
+  openssh-server:sshd)
 
 installed() {
   local package=${1%%:*} command=${1#*:}

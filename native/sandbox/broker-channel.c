@@ -87,6 +87,25 @@ int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id) {
   return 0;
 }
 
+int bsh_channel_queue_frame(struct bsh_channel *ch, uint16_t op, uint32_t id, pid_t tid, pid_t tgid, uint32_t flags,
+                            uint32_t mode, const char *s1, const char *s2, const char *s3) {
+  size_t l1 = strlen(s1), l2 = strlen(s2), l3 = strlen(s3);
+  if (l1 >= BSH_PATH_MAX || l2 >= BSH_PATH_MAX || l3 >= BSH_PATH_MAX) return -ENAMETOOLONG;
+  uint8_t *p = new_frame(ch, REQ_HEADER + 6 + l1 + l2 + l3, id, op);
+  if (!p) return -ENOMEM;
+  put_u32(p + 12, (uint32_t)tid);
+  put_u32(p + 16, (uint32_t)tgid);
+  put_u32(p + 20, flags);
+  put_u32(p + 24, mode);
+  size_t o = REQ_HEADER;
+  o += put_str(p + o, s1);
+  o += put_str(p + o, s2);
+  put_str(p + o, s3);
+  return 0;
+}
+
+size_t bsh_channel_unsent(const struct bsh_channel *ch) { return ch->out_len - ch->out_off; }
+
 /* Writes what the socket takes now. 0, or -errno when the broker is gone. */
 int bsh_channel_flush(struct bsh_channel *ch) {
   while (ch->out_off < ch->out_len) {

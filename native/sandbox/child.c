@@ -34,24 +34,17 @@ static void __attribute__((noreturn)) fail(int sock, const char *msg) {
   _exit(BSH_EXIT_SETUP);
 }
 
+/*
+ * The listener's number, for the supervisor to take its own copy (pidfd_getfd): sendmsg
+ * is notified by now, and nobody could answer it before the supervisor has the listener.
+ */
 static int send_fd(int sock, int fd) {
-  char tag = 'L';
-  struct iovec iov = {&tag, 1};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  char msg[1 + sizeof fd] = {'L'};
+  memcpy(msg + 1, &fd, sizeof fd);
   ssize_t n;
-  do n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  do n = send(sock, msg, sizeof msg, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
-  return n == 1 ? 0 : -1;
+  return n == (ssize_t)sizeof msg ? 0 : -1;
 }
 
 void bsh_child_run(const struct bsh_config *cfg, int sock, pid_t parent, const void *sigmask) {
@@ -70,12 +63,12 @@ void bsh_child_run(const struct bsh_config *cfg, int sock, pid_t parent, const v
   int listener = bsh_seccomp_install(err, sizeof err);
   if (listener < 0) fail(sock, err);
   if (send_fd(sock, listener) != 0) _exit(BSH_EXIT_SETUP);
-  close(listener);
   char go = 0;
   ssize_t n;
   do n = read(sock, &go, 1);
   while (n < 0 && errno == EINTR);
   if (n != 1 || go != 'G') _exit(BSH_EXIT_SETUP);
+  close(listener);
   close(sock);
   /*
    * Only stdin, stdout and stderr go in. Any other fd this process inherited without

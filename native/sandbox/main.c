@@ -14,6 +14,7 @@
  *   --write-dev PATH another device (or directory of devices) below /dev the program may write
  *   --deny-read PATH a file or folder the program may not read or execute (read-allow.c); a
  *                    path not there at start is skipped
+ *   --network        connections follow the network table the broker sends first (PROTOCOL.md)
  *
  * Exit status: the program's (128+signal if killed); 125 when the broker channel is
  * lost (the command is killed); 126 when the sandbox cannot be set up (nothing ran);
@@ -31,6 +32,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,7 +45,7 @@ static int setup_error(const char *fmt, const char *arg) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]... [--deny-read PATH]... -- "
+          "usage: %s --broker-fd N [--scratch DIR]... [--write-dev PATH]... [--unix-socket PATH]... [--deny-read PATH]... [--network] -- "
           "PROGRAM [ARGS...]\n"
           "       %s --check | --print-filter\n",
           BSH_NAME, BSH_NAME);
@@ -100,23 +102,22 @@ static int check_broker_fd(int fd) {
   return fl >= 0 && fcntl(fd, F_SETFD, fl | FD_CLOEXEC) == 0 ? 0 : -1;
 }
 
-/* The child's report: 'L' with the listener fd, or 'E' and a message (then it exits). */
-static int receive_listener(int sock, char *err, size_t errlen) {
+/* The child's report: 'L' and the listener's fd number (we take our own copy), or 'E' and a message. */
+static int receive_listener(int sock, pid_t child, char *err, size_t errlen) {
   char buf[1024];
-  struct iovec iov = {buf, sizeof buf - 1};
-  union {
-    struct cmsghdr align;
-    char b[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
   ssize_t n;
-  do n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  do n = read(sock, buf, sizeof buf - 1);
   while (n < 0 && errno == EINTR);
-  struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-  if (n == 1 && buf[0] == 'L' && cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+  if (n == 1 + (ssize_t)sizeof(int) && buf[0] == 'L') {
     int fd;
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
+    memcpy(&fd, buf + 1, sizeof fd);
+    int pidfd = (int)syscall(__NR_pidfd_open, child, 0);
+    int own = pidfd < 0 ? -1 : (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+    if (pidfd >= 0) close(pidfd);
+    if (own >= 0 && fcntl(own, F_SETFD, FD_CLOEXEC) == 0) return own;
+    snprintf(err, errlen, "cannot take the seccomp listener from the child: %s", strerror(errno));
+    if (own >= 0) close(own);
+    return -1;
   }
   if (n > 1 && buf[0] == 'E') {
     size_t len = (size_t)n;
@@ -154,7 +155,7 @@ static int run(struct bsh_config *cfg) {
     bsh_child_run(cfg, sp[1], parent, &old);
   }
   close(sp[1]);
-  int listener = receive_listener(sp[0], err, sizeof err);
+  int listener = receive_listener(sp[0], child, err, sizeof err);
   if (listener >= 0 && bsh_caps_limit_supervisor(err, sizeof err) != 0) {
     close(listener);
     listener = -1;
@@ -169,6 +170,11 @@ static int run(struct bsh_config *cfg) {
   umask(0);
   if (chdir("/") != 0) return setup_error("chdir /: %s", strerror(errno));
   signal(SIGPIPE, SIG_IGN);
+  /* The command starts only once the network table it is held to has arrived. */
+  if (cfg->network && bsh_net_start(cfg->broker_fd, err, sizeof err) != 0) {
+    kill(child, SIGKILL);
+    return setup_error("the sandbox cannot be set up, nothing was run: %s", err);
+  }
   char go = 'G';
   if (write(sp[0], &go, 1) != 1) {
     kill(child, SIGKILL);
@@ -203,6 +209,8 @@ int main(int argc, char **argv) {
       if (add_unix_socket(&cfg, argv[++i]) != 0) return BSH_EXIT_SETUP;
     } else if (strcmp(a, "--deny-read") == 0 && has_value) {
       if (bsh_read_denied_add(&cfg.read_denied, &cfg.n_read_denied, argv[++i]) != 0) return BSH_EXIT_SETUP;
+    } else if (strcmp(a, "--network") == 0) {
+      cfg.network = true;
     } else if (strcmp(a, "--check") == 0) {
       check = true;
     } else if (strcmp(a, "--print-filter") == 0) {

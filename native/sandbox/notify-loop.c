@@ -30,6 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The most fds the network module waits on at once (proxy sockets, sockets of held calls). */
+#define NET_FDS 512
+
 struct loop {
   const struct bsh_config *cfg;
   int listener;
@@ -184,6 +187,8 @@ static int on_notification(struct loop *L) {
   case BSH_ACT_DONE: respond(L->listener, c->notif_id, 0, 0); break;
   case BSH_ACT_CONTINUE: respond(L->listener, c->notif_id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE); break;
   case BSH_ACT_DIRECT: finish(L, c, c->path, c->to); break;
+  case BSH_ACT_HELD: break; /* the network module owns the call (and its socket) now */
+  case BSH_ACT_COUNT: bsh_net_answer(c->notif_id, c->count); break;
   case BSH_ACT_ASK: {
     int rc = send_pending(L, c);
     if (rc == 0) return 0; /* owned by the pending table now */
@@ -288,6 +293,8 @@ static void send_next(struct loop *L) {
 }
 
 static int on_answer(struct loop *L, const struct bsh_answer *a) {
+  /* The broker's messages (id 0) and answers to network questions go to the network module. */
+  if (a->id == 0 || (a->id & BSH_NET_ID_BIT)) return bsh_net_on_answer(a);
   int rc = answer_one(L, a);
   if (rc == 0) send_next(L);
   return rc;
@@ -346,16 +353,19 @@ int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int s
     bsh_kill_descendants(listener);
     return BSH_EXIT_SETUP;
   }
+  bsh_net_attach(&L.ch, listener);
+  struct pollfd fds[3 + NET_FDS];
   while (!L.child_done) {
-    struct pollfd fds[3] = {
-        {L.listener_done ? -1 : listener, POLLIN, 0},
-        {cfg->broker_fd, (short)(POLLIN | (L.ch.out_len > L.ch.out_off ? POLLOUT : 0)), 0},
-        {sigfd, POLLIN, 0},
-    };
-    if (poll(fds, 3, -1) < 0) {
+    /* Past a backlog of records the broker has not read, new calls wait for it (net-async.c). */
+    fds[0] = (struct pollfd){L.listener_done || bsh_net_backlogged() ? -1 : listener, POLLIN, 0};
+    fds[1] = (struct pollfd){cfg->broker_fd, (short)(POLLIN | (L.ch.out_len > L.ch.out_off ? POLLOUT : 0)), 0};
+    fds[2] = (struct pollfd){sigfd, POLLIN, 0};
+    size_t n_net = bsh_net_poll_fds(fds + 3, NET_FDS);
+    if (poll(fds, 3 + n_net, bsh_net_timeout_ms()) < 0) {
       if (errno == EINTR) continue;
       return fail_closed(&L, "poll failed");
     }
+    bsh_net_on_poll(fds + 3, n_net);
     if (fds[2].revents & POLLIN) on_signals(&L, sigfd);
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {
       int rc = bsh_channel_fill(&L.ch);
@@ -376,6 +386,7 @@ int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int s
   }
   /* The command is over: whatever it left running goes too. */
   bsh_kill_descendants(listener);
+  bsh_net_flush_records();
   refuse_all_pending(&L, EPERM);
   free(L.pending);
   free(L.waiting);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -65,6 +66,9 @@ enum bsh_op {
   BSH_OP_REFUSED = 16,
   /* Not an operation: an allowed request's operation is over (PROTOCOL.md); never answered. */
   BSH_OP_PERFORMED = 17,
+  /* Not operations: a connection the supervisor decided (never answered), and one it asks about (PROTOCOL.md). */
+  BSH_OP_NET_RECORD = 18,
+  BSH_OP_NET_ASK = 19,
 };
 
 struct bsh_config {
@@ -82,6 +86,8 @@ struct bsh_config {
   /* Paths the program may not read or execute (--deny-read), realpath()ed; none: no read policy. */
   char **read_denied;
   size_t n_read_denied;
+  /* --network: connections follow the table the broker sends first (net-policy.c); else they are left open. */
+  bool network;
   char **argv;
 };
 
@@ -93,6 +99,8 @@ enum bsh_action {
   BSH_ACT_ASK,      /* ask the broker, then perform on behalf */
   BSH_ACT_REPORT,   /* refuse with -err, once the broker has recorded the refusal (audit) */
   BSH_ACT_DONE,     /* answer success without acting: the call would change nothing (noop-meta.c) */
+  BSH_ACT_HELD,     /* the network module answers it later (a question, a connect or send in progress) */
+  BSH_ACT_COUNT,    /* answer `count` (a sendmmsg's messages sent) */
 };
 
 /* Longest "<syscall> <why>" text of a refusal report. */
@@ -145,6 +153,7 @@ struct bsh_call {
 
   uint32_t broker_id;
   int err; /* for BSH_ACT_ERRNO and BSH_ACT_REPORT */
+  long count; /* for BSH_ACT_COUNT */
   /* For BSH_ACT_REPORT: the syscall's name, a space, and why it was refused. */
   char refusal[BSH_REFUSAL_MAX];
 };
@@ -276,6 +285,150 @@ enum bsh_action bsh_dec_ioctl(struct bsh_call *c, int fd, uint32_t cmd);
 /* --- connect.c --- */
 enum bsh_action bsh_dec_connect(const struct bsh_config *cfg, struct bsh_call *c, int fd, uint64_t uaddr,
                                 uint64_t ulen);
+/* Is the real path of a unix socket one the command may reach (its temp dirs, --unix-socket)? */
+bool bsh_unix_socket_allowed(const struct bsh_config *cfg, const char *real);
+/* A pathname or abstract unix address checked as connect checks it: 0 and `via` (reached through an O_PATH
+ * fd, closed by the caller) or BSH_ACT_* through `act`. */
+int bsh_unix_address(const struct bsh_config *cfg, struct bsh_call *c, const void *addr, size_t len, void *via,
+                     size_t *via_len, int *pathfd, enum bsh_action *act);
+
+/* --- net-policy.c: the network table (PROTOCOL.md, "Network table") --- */
+/* An address, IPv4 ones as v4-mapped IPv6. */
+struct bsh_ip {
+  uint8_t b[16];
+};
+enum bsh_net_proto { BSH_PROTO_TCP = 1, BSH_PROTO_UDP = 2, BSH_PROTO_ICMP = 3, BSH_PROTO_OTHER = 4 };
+enum bsh_net_verdict { BSH_NET_ALLOW, BSH_NET_REFUSE, BSH_NET_ASK, BSH_NET_DNS };
+#define BSH_HOST_MAX 256
+struct bsh_net_decision {
+  enum bsh_net_verdict verdict;
+  char host[BSH_HOST_MAX]; /* the allowed host name the address belongs to, when known */
+  char why[160];
+};
+enum bsh_net_name_verdict { BSH_NAME_ALLOW, BSH_NAME_DENY, BSH_NAME_UNKNOWN };
+bool bsh_net_policy_on(void);
+/* Parses one frame of table lines; 1 when a whole table arrived (and replaced the old one), 0, or -EPROTO. */
+int bsh_net_table_chunk(const char *text, size_t len);
+void bsh_net_decide(const struct bsh_ip *ip, uint16_t port, int proto, struct bsh_net_decision *d);
+enum bsh_net_name_verdict bsh_net_name(const char *name, char *why, size_t cap);
+/* An address a DNS answer gave for an allowed name, kept until `ttl` seconds from now. */
+void bsh_net_learn(const char *name, const struct bsh_ip *ip, uint32_t ttl);
+/* The resolver a connection to ip:port names, or -1. */
+int bsh_net_resolver(const struct bsh_ip *ip, uint16_t port);
+const struct bsh_ip *bsh_net_resolver_ip(int index, uint16_t *port);
+bool bsh_ip_from_sockaddr(const void *sa, size_t len, struct bsh_ip *ip, uint16_t *port);
+size_t bsh_ip_to_sockaddr(const struct bsh_ip *ip, uint16_t port, int family, void *out);
+bool bsh_ip_is_v4(const struct bsh_ip *ip);
+bool bsh_ip_is_loopback(const struct bsh_ip *ip);
+void bsh_ip_format(const struct bsh_ip *ip, char *out, size_t cap);
+const char *bsh_net_proto_name(int proto);
+
+/* --- net-listeners.c --- */
+/* Does a process of the sandbox listen (TCP) or receive (UDP) on this loopback port? */
+bool bsh_own_listener(uint16_t port, int proto);
+
+/* --- net-send.c --- */
+enum bsh_action bsh_dec_sendto(const struct bsh_config *cfg, struct bsh_call *c, const uint64_t *args);
+enum bsh_action bsh_dec_sendmsg(const struct bsh_config *cfg, struct bsh_call *c, const uint64_t *args, bool many);
+
+/* --- net-sockets.c --- */
+/* socket(2) of a family or protocol the network policy does not govern, and setsockopt(2) that routes around it. */
+enum bsh_action bsh_dec_socket(struct bsh_call *c, const uint64_t *args);
+enum bsh_action bsh_dec_setsockopt(struct bsh_call *c, const uint64_t *args);
+/* For the filter: is this socket(2) one the policy governs as it is (inet TCP, UDP, ICMP; unix; netlink)? */
+#define BSH_SOCK_TYPE_MASK 0xf
+
+/* --- net-async.c: what the network module holds across loop rounds --- */
+struct bsh_channel;
+struct bsh_answer;
+struct pollfd;
+/* Reads the first table from the broker (before the command starts) and opens the DNS proxy. 0 or -errno. */
+int bsh_net_start(int broker_fd, char *err, size_t errlen);
+void bsh_net_attach(struct bsh_channel *ch, int listener);
+/* The fds the network module waits on, and how long the loop may sleep (-1: no deadline). */
+size_t bsh_net_poll_fds(struct pollfd *out, size_t cap);
+int bsh_net_timeout_ms(void);
+void bsh_net_on_poll(const struct pollfd *fds, size_t n);
+/* Answers with the network bit in their id, and the broker's messages (id 0). 0 or -EPROTO. */
+#define BSH_NET_ID_BIT 0x80000000u
+int bsh_net_on_answer(const struct bsh_answer *a);
+/* The channel's unsent bytes past which the loop stops taking notifications (records wait for the broker). */
+bool bsh_net_backlogged(void);
+/* A connection decided here, for the audit log (BSH_OP_NET_RECORD). */
+enum bsh_net_kind { BSH_NET_CONNECT = 1, BSH_NET_DATAGRAM = 2, BSH_NET_DNS_QUERY = 3 };
+void bsh_net_record(const struct bsh_call *c, int err, int proto, enum bsh_net_kind kind, const struct bsh_ip *ip,
+                    uint16_t port, const char *host, const char *why);
+/* The counts not sent yet, and what the channel holds, before the supervisor exits. */
+void bsh_net_flush_records(void);
+/* Our duplicate of the caller's fd (its process id noted in c->tgid), or -errno. */
+int bsh_net_dup(struct bsh_call *c, int fd);
+/*
+ * A call the network module answers later: asked of the broker, or a connect or send in
+ * progress on a blocking socket. `perform` carries it out once allowed (and again each
+ * time the socket is writable while it waits): it ends in bsh_net_finish or bsh_net_wait.
+ */
+struct bsh_net_op {
+  struct bsh_net_op *next;
+  uint64_t notif_id;
+  pid_t tid, tgid;
+  int nr;
+  int sock; /* our duplicate of the command's socket */
+  bool blocking; /* the command's socket waits for what it asks (no O_NONBLOCK, no MSG_DONTWAIT) */
+  bool waiting;  /* for the socket to be writable */
+  bool connecting;
+  uint32_t ask_id;
+  uint8_t addr[sizeof(struct sockaddr_storage)];
+  size_t addr_len;
+  long count; /* what a send answers once done: the bytes the command gave */
+  void (*perform)(struct bsh_net_op *op);
+  void (*release)(struct bsh_net_op *op);
+  void *payload;
+};
+struct bsh_net_op *bsh_net_hold(const struct bsh_call *c, int sock);
+/* Asks the broker (BSH_OP_NET_ASK); its answer runs `perform` or refuses the call. */
+void bsh_net_ask(struct bsh_net_op *op, int proto, enum bsh_net_kind kind, const struct bsh_ip *ip, uint16_t port,
+                 const char *host);
+/* The op's perform for a connect to op->addr. */
+void bsh_net_connect_op(struct bsh_net_op *op);
+void bsh_net_wait(struct bsh_net_op *op);
+/* Answers the call (-err, 0 or a count) and drops the op. */
+void bsh_net_finish(struct bsh_net_op *op, long result);
+/* Answers a notification with a count (BSH_ACT_COUNT). */
+void bsh_net_answer(uint64_t notif_id, long result);
+/* Sends a question of the DNS proxy's (a name); its id, or 0. */
+uint32_t bsh_net_ask_name(pid_t tid, pid_t tgid, int proto, const struct bsh_ip *resolver, const char *name);
+
+/* --- net-dns.c: DNS messages --- */
+struct bsh_dns_question {
+  char name[BSH_HOST_MAX];
+  uint16_t id, type, qclass, flags;
+  bool edns;
+  uint16_t edns_size;
+  bool dnssec_ok;
+};
+/* 0, or -EINVAL for anything but one plain question (what a name must be checked from). */
+int bsh_dns_parse_query(const uint8_t *msg, size_t len, struct bsh_dns_question *q);
+/* A fresh query for q (its id), with nothing of the original but the question: its length. */
+size_t bsh_dns_build_query(const struct bsh_dns_question *q, uint16_t id, uint8_t *out, size_t cap);
+size_t bsh_dns_build_error(const struct bsh_dns_question *q, int rcode, uint8_t *out, size_t cap);
+/* Calls `learn` for each A and AAAA record of an answer. */
+void bsh_dns_answers(const uint8_t *msg, size_t len, void (*learn)(const struct bsh_ip *ip, uint32_t ttl, void *arg),
+                     void *arg);
+
+/* --- net-proxy.c: the DNS proxy the command's resolver sockets are connected to --- */
+int bsh_dns_proxy_open(char *err, size_t errlen);
+/* The proxy address for a socket of `family` and `proto` meant for resolver `resolver`: 0 and the address, or -errno. */
+int bsh_dns_proxy_address(int family, int proto, void *out, size_t *len);
+/* After the command's socket was connected to the proxy: its own address is registered as a client of `resolver`. */
+void bsh_dns_proxy_client(int sock, int proto, int resolver, pid_t tid, pid_t tgid);
+/* A datagram query the command sends to a resolver itself (unconnected UDP): allowed, asked or refused. */
+enum bsh_action bsh_dns_send(struct bsh_call *c, int sock, int resolver, const uint8_t *msg, size_t len, int flags,
+                             const void *addr, size_t addrlen);
+size_t bsh_dns_proxy_poll_fds(struct pollfd *out, size_t cap);
+int bsh_dns_proxy_timeout_ms(void);
+void bsh_dns_proxy_on_poll(const struct pollfd *fds, size_t n);
+/* The broker's answer to a question about a name: the held queries go on. */
+bool bsh_dns_proxy_on_answer(uint32_t id, int err);
 
 /* --- refusal.c --- */
 /* Refuse with `err` and report it to the broker first (BSH_ACT_REPORT), naming the syscall and why. */
@@ -311,6 +464,10 @@ struct bsh_answer {
 };
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c);
 int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id);
+/* A frame of the request layout with these fields (network records and questions). */
+int bsh_channel_queue_frame(struct bsh_channel *ch, uint16_t op, uint32_t id, pid_t tid, pid_t tgid, uint32_t flags,
+                            uint32_t mode, const char *s1, const char *s2, const char *s3);
+size_t bsh_channel_unsent(const struct bsh_channel *ch);
 int bsh_channel_flush(struct bsh_channel *ch);
 int bsh_channel_fill(struct bsh_channel *ch);
 int bsh_channel_next(struct bsh_channel *ch, struct bsh_answer *a);

@@ -31,6 +31,7 @@
 #include <linux/filter.h>
 #include <linux/fs.h>
 #include <linux/fsverity.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -70,9 +71,17 @@ static const struct bsh_syscall k_notify[] = {
     SC(mkdirat), SC(mknodat), SC(fchmod), SC(fchmodat), SC(fchmodat2), SC(fchown), SC(fchownat),
     SC(utimensat), SC(setxattr), SC(lsetxattr), SC(fsetxattr), SC(removexattr),
     SC(lremovexattr), SC(fremovexattr), SC(setxattrat), SC(removexattrat), SC(file_setattr),
-    /* Pathname unix sockets are doors out that Landlock does not scope (connect.c). */
-    SC(connect),
+    /* Every connect is made by the supervisor on its copy of the address (connect.c); sendmsg and
+     * sendmmsg name their address in memory the filter cannot read (net-send.c). */
+    SC(connect), SC(sendmsg), SC(sendmmsg),
 };
+
+/*
+ * The network calls notified only in some forms (net-send.c, net-sockets.c): sendto with
+ * an address or MSG_FASTOPEN (without either it reaches the connected peer only); socket
+ * of a family or protocol the network table does not govern; setsockopt of a source route.
+ */
+static const struct bsh_syscall k_notify_net[] = {SC(sendto), SC(socket), SC(setsockopt)};
 
 /* Sent to the supervisor only when the flags argument has a modifying bit. */
 static const struct bsh_syscall k_notify_if_writing[] = {
@@ -324,6 +333,75 @@ static void ioctl_rule(struct prog *p) {
   STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
 }
 
+/*
+ * sendto(fd, buf, len, flags, addr, addrlen): notify when addr (both halves) is not NULL
+ * or flags has MSG_FASTOPEN. [0] nr? [1] A = flags [2] FASTOPEN → [7] [3] A = addr lo
+ * [4] != 0 → [7] [5] A = addr hi [6] == 0 → [8] [7] notify [8] allow
+ */
+static void sendto_rule(struct prog *p) {
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)__NR_sendto, 0, 8);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(3));
+  JUMP(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 4, 0);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(4));
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2);
+  STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(4) + 4);
+  JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
+/*
+ * socket(domain, type, protocol): unix and netlink pass; IPv4 and IPv6 pass for TCP
+ * (SOCK_STREAM with protocol 0 or 6) and UDP or ICMP echo (SOCK_DGRAM with 0, 17, 1 or
+ * 58); everything else is notified (net-sockets.c). The type's flags are masked off.
+ */
+static void socket_rule(struct prog *p) {
+  const uint32_t allow = SECCOMP_RET_ALLOW, notify = SECCOMP_RET_USER_NOTIF;
+  /* [0] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)__NR_socket, 0, 22);
+  /* [1] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(0));
+  /* [2] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 19, 0);
+  /* [3] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 18, 0);
+  /* [4] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0);
+  /* [5] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 15);
+  /* [6] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
+  /* [7] */ STMT(BPF_ALU | BPF_AND | BPF_K, BSH_SOCK_TYPE_MASK);
+  /* [8] */ STMT(BPF_MISC | BPF_TAX, 0);
+  /* [9] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(2));
+  /* [10] protocol 0: the type's own (TCP, UDP) */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 4, 0);
+  /* [11] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 5, 0);
+  /* [12] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 6, 0);
+  /* [13] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 5, 0);
+  /* [14] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 4, 6);
+  /* [15] any of the two types */ STMT(BPF_MISC | BPF_TXA, 0);
+  /* [16] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 5, 3);
+  /* [17] a stream */ STMT(BPF_MISC | BPF_TXA, 0);
+  /* [18] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 3, 2);
+  /* [19] a datagram */ STMT(BPF_MISC | BPF_TXA, 0);
+  /* [20] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 1, 0);
+  /* [21] */ STMT(BPF_RET | BPF_K, notify);
+  /* [22] */ STMT(BPF_RET | BPF_K, allow);
+}
+
+/*
+ * setsockopt(fd, level, name): notify the options that set a source route, IPv4's
+ * IP_OPTIONS and IPv6's routing headers (also through the RFC 2292 forms).
+ */
+static void setsockopt_rule(struct prog *p) {
+  const uint32_t allow = SECCOMP_RET_ALLOW, notify = SECCOMP_RET_USER_NOTIF;
+  /* [0] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)__NR_setsockopt, 0, 11);
+  /* [1] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(1));
+  /* [2] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_IP, 0, 2);
+  /* [3] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(2));
+  /* [4] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IP_OPTIONS, 5, 6);
+  /* [5] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_IPV6, 0, 5);
+  /* [6] */ STMT(BPF_LD | BPF_W | BPF_ABS, (uint32_t)ARG_LO(2));
+  /* [7] */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPV6_RTHDR, 2, 0);
+  /* [8] IPV6_2292RTHDR */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 5, 1, 0);
+  /* [9] IPV6_2292PKTOPTIONS */ JUMP(BPF_JMP | BPF_JEQ | BPF_K, 6, 0, 1);
+  /* [10] */ STMT(BPF_RET | BPF_K, notify);
+  /* [11] */ STMT(BPF_RET | BPF_K, allow);
+}
+
 static int open_flags_arg(int nr) {
 #if defined(__x86_64__)
   if (nr == __NR_open) return 1;
@@ -355,6 +433,9 @@ static void build(struct prog *p) {
   for (size_t i = 0; i < N_OF(k_notify); i++) ret_if_nr(p, k_notify[i].nr, notify);
   for (size_t i = 0; i < N_OF(k_notify_fd_write); i++) ret_if_nr(p, k_notify_fd_write[i].nr, notify);
   mmap_rule(p);
+  sendto_rule(p);
+  socket_rule(p);
+  setsockopt_rule(p);
   for (size_t i = 0; i < N_OF(k_notify_if_other); i++)
     notify_if_other(p, k_notify_if_other[i].nr, k_notify_if_other[i].rule, k_notify_if_other[i].self);
   for (size_t i = 0; i < N_OF(k_deny); i++) ret_if_nr(p, k_deny[i].nr, notify);
@@ -411,6 +492,11 @@ void bsh_seccomp_print_tables(void) {
     printf("%s{\"name\": \"%s\", \"nr\": %d, \"when\": \"%s\"}", i ? ", " : "", k_notify_if_other[i].name,
            k_notify_if_other[i].nr, rules[k_notify_if_other[i].rule]);
   printf("],\n");
+  static const char *const net_when[] = {"with an address or MSG_FASTOPEN", "a family or protocol other than unix, netlink, TCP, UDP, ICMP", "a source route"};
+  printf("  \"notifyNet\": [");
+  for (size_t i = 0; i < N_OF(k_notify_net); i++)
+    printf("%s{\"name\": \"%s\", \"nr\": %d, \"when\": \"%s\"}", i ? ", " : "", k_notify_net[i].name, k_notify_net[i].nr, net_when[i]);
+  printf("],\n");
   print_table("deny", k_deny, N_OF(k_deny), false);
   print_table("denyIfNamespace", clone_t, 1, false);
   print_ioctls("denyIoctl", k_deny_ioctl, N_OF(k_deny_ioctl));
@@ -440,6 +526,7 @@ const char *bsh_syscall_name(int nr, char *buf, size_t cap) {
   if (!name) name = find_name(k_notify_if_writing, N_OF(k_notify_if_writing), nr);
   if (!name) name = find_name(k_deny, N_OF(k_deny), nr);
   if (!name) name = find_name(k_notify_fd_write, N_OF(k_notify_fd_write), nr);
+  if (!name) name = find_name(k_notify_net, N_OF(k_notify_net), nr);
   if (!name && nr == __NR_mmap) name = "mmap";
   for (size_t i = 0; !name && i < N_OF(k_notify_if_other); i++)
     if (k_notify_if_other[i].nr == nr) name = k_notify_if_other[i].name;

@@ -221,6 +221,11 @@ enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, stru
   case __NR_openat2: return openat2_call(cfg, c, a);
   case __NR_truncate: return bsh_dec_truncate(cfg, c, a[0], (int64_t)a[1]);
   case __NR_connect: return bsh_dec_connect(cfg, c, (int)a[0], a[1], a[2]);
+  case __NR_sendto: return bsh_dec_sendto(cfg, c, a);
+  case __NR_sendmsg: return bsh_dec_sendmsg(cfg, c, a, false);
+  case __NR_sendmmsg: return bsh_dec_sendmsg(cfg, c, a, true);
+  case __NR_socket: return bsh_dec_socket(c, a);
+  case __NR_setsockopt: return bsh_dec_setsockopt(c, a);
   case __NR_ioctl: return bsh_dec_ioctl(c, (int)a[0], (uint32_t)a[1]);
 #ifdef __NR_renameat
   case __NR_renameat: return bsh_dec_rename(cfg, c, (int)a[0], a[1], (int)a[2], a[3], 0);

@@ -1,9 +1,11 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { approvalTimeoutSecondsSchema, approvalsSchema, cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, sandboxConfigSchema, secretsConfigSchema } from '../config/schema.js';
+import { approvalTimeoutSecondsSchema, approvalsSchema, cacheRootsConfigSchema, fileBackupConfigSchema, fileSafetyConfigSchema, networkConfigSchema, sandboxConfigSchema, secretsConfigSchema } from '../config/schema.js';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { issueLines } from '../core/issues.js';
+import type { NetworkDefault } from '../plugins/network/index.js';
 import type { StandardPluginsOptions } from '../plugins/standard.js';
+import { HOME_CONFIG_FILE } from '../config/schema.js';
 
 const noNul = (value: string) => !value.includes('\0');
 export const pathSchema = z.string().min(1).refine(noNul, 'contains a NUL byte');
@@ -22,6 +24,7 @@ export const sessionConfigSchema = z.strictObject({
   fileBackup: fileBackupConfigSchema.prefault({}),
   fileSafety: fileSafetyConfigSchema.prefault({}),
   secrets: secretsConfigSchema.prefault({}),
+  network: networkConfigSchema.prefault({}),
   approvals: approvalsSchema,
   approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
 });
@@ -59,6 +62,8 @@ export interface BrokerPlace {
   userHome?: string;
   /** The commands' environment: where the tools keep their caches (default: this process's). */
   env?: NodeJS.ProcessEnv;
+  /** The network's default allow entries (networkDefaults) and where the resolvers are read from. */
+  network?: { defaults: readonly NetworkDefault[]; resolvConf?: string };
 }
 
 /** The standard plugins' options for a configuration, as `run`, `serve` and sessions build them. */
@@ -74,6 +79,14 @@ export function standardOptionsOf(config: SessionConfig, place: BrokerPlace): St
     ...(place.volatileRoots ? { volatileRoots: place.volatileRoots } : {}),
     ...(place.userHome ? { userHome: place.userHome } : {}),
     approval: { mode: config.approvals, timeoutMs: config.approvalTimeoutSeconds * 1000 },
+    network: {
+      mode: config.network.mode,
+      allow: config.network.allow,
+      deny: config.network.deny,
+      defaults: [...(place.network?.defaults ?? [])],
+      ...(place.network?.resolvConf ? { resolvConf: place.network.resolvConf } : {}),
+      saveTo: path.join(place.home, HOME_CONFIG_FILE),
+    },
     backup: {
       enabled: config.fileBackup.enabled,
       fileBackupMaxSizeMB: config.fileBackup.maxSizeMB,

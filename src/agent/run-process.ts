@@ -28,6 +28,8 @@ export interface StartedCommand {
   killTree(): void;
   /** Send a signal to the command and everything it started. */
   signalTree(signal: NodeJS.Signals): void;
+  /** Forget the call's network table once it is over (the sandbox's network policy). */
+  detachNetwork?: () => void;
 }
 
 export interface FinishedCommand {

@@ -2,7 +2,9 @@ import type { Broker, Logger } from '../core/index.js';
 import { kernelBridge, kernelRefusalAudit } from '../sandbox/kernel-bridge.js';
 import { spawnPreloaded } from '../sandbox/preload.js';
 import { spawnSandboxed } from '../sandbox/spawn.js';
+import { NetworkPlugin } from '../plugins/network/index.js';
 import { ToolCallBindingPlugin } from '../plugins/tool-call-binding.js';
+import type { KernelChannel } from '../sandbox/channel.js';
 import { BROKER_ENV } from './env.js';
 import { SandboxUnavailableError } from './errors.js';
 import { killTree, signalTree } from './process-tree.js';
@@ -67,30 +69,56 @@ export function startSandboxed(start: SandboxedStart): StartedCommand {
         signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal)),
       };
     }
+    const network = broker.plugin<NetworkPlugin>(NetworkPlugin.PLUGIN_NAME);
+    let channel: KernelChannel | undefined;
+    const detach = network?.attach(toolCallId, (lines) => channel?.pushNetworkTable(lines));
+    const meta = { toolCallId, traceId };
     const started = spawnSandboxed({
       argv: start.argv,
       cwd: start.cwd,
-      env,
+      env: network?.mode === 'allowlist' ? withTcpResolver(env) : env,
       scratchDirs: [start.scratch],
       unixSockets: [sandbox.socketPath, ...start.unixSockets],
       readDenied: start.readDenied,
       onRequest: kernelBridge(broker, { toolCallId, traceId }),
       onRefusal: kernelRefusalAudit(broker, { toolCallId, traceId }),
       onProtocolError: (reason) => start.log.error({ phase: 'kernel', reason, toolCallId }, 'supervisor channel problem'),
+      ...(network
+        ? {
+            network: {
+              table: network.tableFor(toolCallId),
+              onConnection: (record) => network.record(record, meta),
+              onQuestion: (question) => network.question(question, meta),
+            },
+          }
+        : {}),
       stdio: start.stdio,
     });
+    channel = started.channel;
     const pid = started.child.pid;
     const unbind = bindCall(broker, pid, toolCallId);
     // The launcher itself stays: it sees its command die, kills the rest and exits.
     return {
       child: started.child,
       exit: launcherExit(started.exit).finally(unbind),
+      ...(detach ? { detachNetwork: detach } : {}),
       killTree: () => void (pid !== undefined && killTree(pid)),
       signalTree: (signal) => void (pid !== undefined && signalTree(pid, signal)),
     };
   } catch (error) {
     throw new SandboxUnavailableError(`cannot start the launcher: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
+}
+
+/**
+ * glibc's resolver checks that an answer over UDP comes from the resolver's own address,
+ * which the supervisor's DNS proxy cannot give; over TCP it does not (and waits for as
+ * long as a question to a person takes). A program that drops the variable still gets
+ * no query past the proxy, only no answer.
+ */
+function withTcpResolver(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const options = env.RES_OPTIONS ?? '';
+  return /(^|\s)use-vc(\s|$)/.test(options) ? env : { ...env, RES_OPTIONS: `${options} use-vc`.trim() };
 }
 
 /**

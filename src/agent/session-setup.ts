@@ -8,7 +8,9 @@ import { BrokerError } from '../core/errors.js';
 import { silentLogger, type Broker, type Logger } from '../core/index.js';
 import { BrokerServer } from '../ipc/server.js';
 import { socketPeerCredentials } from '../native/index.js';
+import { addNetworkAllow } from '../config/network-save.js';
 import { CacheRootsPlugin } from '../plugins/cache-roots/index.js';
+import { networkDefaults } from '../plugins/network/index.js';
 import { standardPlugins } from '../plugins/standard.js';
 import { locatePreloadLibrary } from '../sandbox/preload.js';
 import { completeSessionConfig, standardOptionsOf, type SessionConfig } from './config.js';
@@ -19,6 +21,9 @@ import { selectRuntime, type RuntimeChoice } from './runtime.js';
 import { SOCKET_NAME, makeSocketDir } from './socket-dir.js';
 import { resolveWorkspace } from './workspace.js';
 import type { SandboxSessionOptions } from './types.js';
+
+/** A resolv.conf of its own for the broker to find the resolvers in (tests point it at a resolver they run). */
+export const RESOLV_CONF_ENV = 'BROKERED_SHELL_RESOLV_CONF';
 
 export const newId = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 
@@ -108,6 +113,12 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
     if (launcher) {
       runtime = selectRuntime(config.sandbox.runtime, { seccomp: () => launcher, preload: () => locatePreloadLibrary() });
       if (runtime.fallback) log.warn({ phase: 'session', runtime: runtime.runtime }, runtime.fallback);
+      // The preload runtime governs no connection: under a network policy it would leave the network open.
+      if (runtime.runtime === 'preload' && config.network.mode !== 'open') {
+        throw new SandboxUnavailableError(
+          `the preload runtime cannot enforce network.mode "${config.network.mode}" (it does not govern connections); the seccomp runtime does, or set network.mode to "open" to run without a network policy`,
+        );
+      }
       scratchBase = await step("cannot make the command's temp dir", async () => {
         const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'brokered-shell-scratch-')));
         undo.push(() => rm(dir, { recursive: true, force: true }));
@@ -127,13 +138,17 @@ export async function setUpSession(options: SandboxSessionOptions): Promise<Sess
       protectedPaths: socketDir ? [socketDir] : [],
       ...(options.userHome ? { userHome: options.userHome } : {}),
       env,
+      network: {
+        defaults: config.network.mode === 'allowlist' ? networkDefaults({ env, userHome: options.userHome ?? os.homedir(), workspace }) : [],
+        ...(env[RESOLV_CONF_ENV] ? { resolvConf: env[RESOLV_CONF_ENV] } : {}),
+      },
     });
     const broker = createBroker({
       sessionId,
       logger: log,
       ...(options.policyTimeoutMs === undefined ? {} : { policyTimeoutMs: options.policyTimeoutMs }),
       plugins: [
-        ...standardPlugins(standard),
+        ...standardPlugins({ ...standard, networkSave: (rule, file) => addNetworkAllow(file, rule) }),
         ...(options.plugins ?? []),
       ],
     });

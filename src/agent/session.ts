@@ -6,6 +6,7 @@ import { HOME_CONFIG_FILE } from '../config/schema.js';
 import { BrokerError, ErrorCodes, type Broker, type BrokerRequestInput, type Logger } from '../core/index.js';
 import { ApprovalPlugin, blockKey, type ApprovalChoice, type ApprovalPrompt, type PromptBlock } from '../plugins/approval/index.js';
 import { ReadPolicyPlugin, type ReadLaunch } from '../plugins/read-policy/index.js';
+import { NetworkPlugin, type RefusedConnection } from '../plugins/network/index.js';
 import { SessionGrantsPlugin, type SessionGrant } from '../plugins/session-grants.js';
 import { openTargets, operationTargets } from '../requests/targets.js';
 import { BackupCollector } from './backup-collector.js';
@@ -75,6 +76,8 @@ export class SandboxSession {
   readonly #inflight = new Set<Promise<unknown>>();
   /** What each running tool call is (a command line, or a file tool), for the questions its changes raise. */
   readonly #calls = new Map<string, { command: string } | { tool: GuardTool | 'delete' }>();
+  /** Connections refused per running tool call, for its result. */
+  readonly #refusedConnections = new Map<string, RefusedConnection[]>();
   #closed = false;
 
   /**
@@ -97,6 +100,17 @@ export class SandboxSession {
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     this.#maxApprovalRounds = options.maxApprovalRounds ?? DEFAULT_APPROVAL_ROUNDS;
     if (this.#approval?.options.mode === 'inline') this.#approval.setApprover(this.#approver ? (prompt) => this.#askInline(prompt) : undefined);
+    const network = this.broker.plugin<NetworkPlugin>(NetworkPlugin.PLUGIN_NAME);
+    const approver = this.#approver;
+    network?.setApprover(
+      approver
+        ? async (prompt) => {
+            const call = prompt.toolCallId === undefined ? undefined : this.#calls.get(prompt.toolCallId);
+            const answer = await approver({ kind: 'connection', ...prompt, ...(call && 'command' in call ? { command: call.command } : {}) });
+            return typeof answer === 'object' && 'scope' in answer && (answer.scope === 'once' || answer.scope === 'session' || answer.scope === 'save') ? answer : answer === true;
+          }
+        : undefined,
+    );
     this.#turns = new TurnController({
       broker: this.broker,
       config: this.config,
@@ -276,7 +290,7 @@ export class SandboxSession {
     toolCallId: string,
   ): Promise<Omit<ExecuteResult, 'backups' | 'refusals' | 'unlistedRefusals'>> {
     const finished = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
-    const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
+    const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId, ...this.#takeRefusedConnections(toolCallId) };
     return { ...outputOf(finished), ...base, ...this.#inlineOutcome(toolCallId) };
   }
 
@@ -306,7 +320,7 @@ export class SandboxSession {
   ): Promise<Omit<ExecuteResult, 'backups' | 'refusals' | 'unlistedRefusals'>> {
     let latest = await this.#runSandboxed(sandbox, invocation, options, cwd, toolCallId);
     let blocks = this.#takeBlocks(toolCallId);
-    const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId };
+    const base = { sandboxed: true, ran: true, mode: 'sandboxed' as const, runtime: sandbox.runtime.runtime, toolCallId, ...this.#takeRefusedConnections(toolCallId) };
     if (blocks.length === 0) return { ...outputOf(latest), ...base, promptBlocks: [] };
     if (!this.#approver) {
       this.#log.info({ phase: 'approval', toolCallId, blocks: blocks.length }, 'approval needed, and no approver: the sandboxed result stands');
@@ -355,7 +369,13 @@ export class SandboxSession {
         traceId: newId('trace'),
         stdio: stdioFor(stdin, options.output ?? 'capture'),
       });
-      return await finishCommand(started, this.#finishOptions(options));
+      try {
+        return await finishCommand(started, this.#finishOptions(options));
+      } finally {
+        const refused = this.broker.plugin<NetworkPlugin>(NetworkPlugin.PLUGIN_NAME)?.takeRefused(toolCallId) ?? [];
+        if (refused.length > 0) this.#refusedConnections.set(toolCallId, [...(this.#refusedConnections.get(toolCallId) ?? []), ...refused]);
+        started.detachNetwork?.();
+      }
     } finally {
       await rm(scratch, { recursive: true, force: true }).catch(() => undefined);
     }
@@ -371,6 +391,12 @@ export class SandboxSession {
       const message = error instanceof BrokerError ? `${error.message} [${error.code}]` : error instanceof Error ? error.message : String(error);
       throw new SandboxUnavailableError(`the read policy cannot be applied: ${message}`, { cause: error });
     }
+  }
+
+  #takeRefusedConnections(toolCallId: string): { refusedConnections?: RefusedConnection[] } {
+    const refused = this.#refusedConnections.get(toolCallId);
+    this.#refusedConnections.delete(toolCallId);
+    return refused ? { refusedConnections: refused } : {};
   }
 
   async #local(invocation: Invocation, options: ExecuteOptions, cwd: string, toolCallId: string, mode: ExecutionMode): Promise<ExecuteResult> {
@@ -488,7 +514,9 @@ export class SandboxSession {
       ...call,
       ...(toolCallId === undefined ? {} : { toolCallId }),
     };
-    return approver(request);
+    const answer = await approver(request);
+    // A connection's choice answers nothing about a path.
+    return typeof answer === 'object' && answer.scope === 'save' ? false : answer;
   }
 
   async #ask(request: ApprovalRequest): Promise<boolean> {

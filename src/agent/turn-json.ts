@@ -12,6 +12,7 @@ export function turnJson(manifest: TurnManifest) {
     ...(manifest.restoreOf ? { restoreOf: manifest.restoreOf } : {}),
     files: manifest.files.map(fileJson),
     structure: (manifest.structure ?? []).map(structureJson),
+    ...(manifest.connections ? { connections: manifest.connections } : {}),
   };
 }
 

@@ -1,5 +1,7 @@
 import type { BrokerPlugin, Logger, Verdict } from '../core/index.js';
 import type { ApprovalChoice, AskedQuestion, PromptBlock } from '../plugins/approval/index.js';
+import type { ConnectionChoice, RefusedConnection } from '../plugins/network/index.js';
+import type { KernelConnection } from '../sandbox/network-protocol.js';
 import type { SessionConfig, SessionConfigInput } from './config.js';
 import type { Refusal } from './refusals.js';
 
@@ -43,6 +45,21 @@ export type ApprovalRequest =
       toolCallId?: string;
     }
   | {
+      /**
+       * A connection the network policy does not name, waiting while a person decides
+       * (`network.mode: "allowlist"`, inline approvals): a DNS query for a name, or a
+       * connection or datagram to an address. Answer with one of `choices` (true: once).
+       */
+      kind: 'connection';
+      connection: KernelConnection;
+      /** The `network.allow` entry a yes adds. */
+      rule: string;
+      choices: readonly ConnectionChoice[];
+      signal: AbortSignal;
+      command?: string;
+      toolCallId?: string;
+    }
+  | {
       /** The model asked to run a command outside the sandbox. */
       kind: 'unsandboxed';
       command: string;
@@ -56,7 +73,9 @@ export type ApprovalRequest =
  * which is logged) denies. Inline questions come one at a time, while the change waits;
  * `paths` at most once per run of a command (`approvals: "after"`).
  */
-export type Approver = (request: ApprovalRequest) => Promise<boolean | ApprovalChoice> | boolean | ApprovalChoice;
+export type Approver = (
+  request: ApprovalRequest,
+) => Promise<boolean | ApprovalChoice | ConnectionChoice> | boolean | ApprovalChoice | ConnectionChoice;
 
 /** What `execute` does when the backup store cannot be used at the start of a turn. */
 export type StoreUnavailablePolicy =
@@ -288,6 +307,8 @@ export interface ExecuteResult {
   backups: BackupSummary[];
   /** Present when the command ran into prompts (paths) or asked to leave the sandbox. */
   approval?: ExecuteApproval;
+  /** Connections the network policy refused, each target once, with the entry that would allow it. */
+  refusedConnections?: RefusedConnection[];
 }
 
 export interface GuardOptions {

@@ -176,6 +176,28 @@ export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
   return entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special';
 }
 
+/**
+ * A connection target of the turn (the network policy's record, NetworkPlugin): counted
+ * once per kind, protocol, host, address, port and verdict. It holds nothing a restore
+ * uses; it says where the turn's commands reached, or tried to.
+ */
+export const connectionEntrySchema = z.strictObject({
+  kind: z.enum(['connect', 'datagram', 'dns']),
+  protocol: z.enum(['tcp', 'udp', 'icmp', 'other']),
+  host: z.string().max(256).optional(),
+  address: z.string().max(64),
+  /** Absent for a DNS query (no port named yet). */
+  port: z.number().int().min(0).max(65535).optional(),
+  verdict: z.enum(['allow', 'deny']),
+  reason: z.string().max(1000),
+  count: z.number().int().min(1),
+  /** The process that made the first. */
+  pid: z.number().int().min(0),
+  toolCallId: z.string().max(256).optional(),
+  firstAt: isoSchema,
+});
+export type ConnectionEntry = z.infer<typeof connectionEntrySchema>;
+
 export const turnKindSchema = z.enum(['turn', 'restore']);
 export type TurnKind = z.infer<typeof turnKindSchema>;
 
@@ -199,6 +221,8 @@ export const turnManifestSchema = z
      * `structure`.
      */
     structure: z.array(structureEntrySchema).optional(),
+    /** Where the turn's commands connected or tried to (absent in manifests written before, and when there were none). */
+    connections: z.array(connectionEntrySchema).optional(),
   })
   .refine((m) => {
     const paths = new Set(m.files.map((f) => f.path));

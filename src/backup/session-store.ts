@@ -17,6 +17,7 @@ import {
   turnEntries,
   type AbsentEntry,
   type BackupEntry,
+  type ConnectionEntry,
   type DirectoryEntry,
   type SpecialEntry,
   type TurnEntry,
@@ -558,7 +559,7 @@ export class SessionBackupStore {
    * whether anyone changed it since) and the message. A turn without backups is still
    * written, with no files, so every committed turn is listed.
    */
-  async commitTurn(turnId: string, message: string, options: BeginTurnOptions = {}): Promise<TurnManifest> {
+  async commitTurn(turnId: string, message: string, options: BeginTurnOptions = {}, facts: { connections?: ConnectionEntry[] } = {}): Promise<TurnManifest> {
     const id = validateTurnId(turnId);
     return this.#exclusively(async () => {
       const turn = await this.#turnFor(id, options);
@@ -579,6 +580,7 @@ export class SessionBackupStore {
       const structure = (manifest.structure ?? []).map((entry, index) => Object.assign({}, entry, { after: afters[files.length + index] ?? null }));
       const committed: TurnManifest = { ...manifest, files, message, committedAt: this.#clock().toISOString() };
       if (structure.length > 0) committed.structure = structure;
+      if (facts.connections && facts.connections.length > 0) committed.connections = facts.connections;
       try {
         // Blobs left unsynced (durability 'turn') are durable before the manifest naming them is.
         await this.blobs.syncPending();

@@ -1,7 +1,8 @@
 import { createInterface } from 'node:readline';
 import type { ApprovalRequest } from '../agent/types.js';
 import type { ApprovalChoice } from '../plugins/approval/index.js';
-import { describeBlock, describeChoice } from '../agent/approval-words.js';
+import { connectionQuestion, describeBlock, describeChoice, describeConnectionChoice } from '../agent/approval-words.js';
+import type { ConnectionChoice } from '../plugins/network/index.js';
 import { native } from '../native/loader.js';
 
 export { describeBlock };
@@ -19,8 +20,20 @@ function keyOf(choice: ApprovalChoice): string {
   return choice.lasts === 'turn' ? 'd' : 'D';
 }
 
+const CONNECTION_KEYS: Record<ConnectionChoice['scope'], string> = { once: 'y', session: 's', save: 'a' };
+
+
 /** The question for a request: what it is about, then the choices; its last line ends with `[y/N…] `. */
 export function approvalQuestion(request: ApprovalRequest): string[] {
+  if (request.kind === 'connection') {
+    const { choices } = request;
+    const lines = [`brokered-shell: ${connectionQuestion(request.connection)}`];
+    if (request.command) lines.push(`  command: ${printable(request.command)}`);
+    for (const choice of choices) lines.push(`  ${CONNECTION_KEYS[choice.scope]}  ${describeConnectionChoice(choice, request.rule)}`);
+    lines.push('  n  no (the default): the command gets "permission denied" there');
+    lines.push(`Allow? [y/N${choices.filter((c) => c.scope !== 'once').map((c) => `/${CONNECTION_KEYS[c.scope]}`).join('')}] `);
+    return lines;
+  }
   if (request.kind === 'unsandboxed') {
     return [
       `brokered-shell: the command asks to run without the sandbox: ${printable(request.command)}${request.reason ? ` (${printable(request.reason)})` : ''}`,
@@ -52,7 +65,12 @@ export function isYes(answer: string | undefined): boolean {
 }
 
 /** What a typed line answers to a request: a choice (inline), true (yes), or false. */
-export function answerOf(request: ApprovalRequest, line: string | undefined): boolean | ApprovalChoice {
+export function answerOf(request: ApprovalRequest, line: string | undefined): boolean | ApprovalChoice | ConnectionChoice {
+  if (request.kind === 'connection') {
+    if (isYes(line)) return request.choices[0] ?? false;
+    const typed = line?.trim();
+    return request.choices.find((choice) => choice.scope !== 'once' && CONNECTION_KEYS[choice.scope] === typed) ?? false;
+  }
   if (request.kind !== 'path') return isYes(line);
   if (isYes(line)) return request.choices[0] ?? false;
   const typed = line?.trim();
@@ -81,7 +99,7 @@ export function askOnTerminal(
   request: ApprovalRequest,
   input: NodeJS.ReadableStream = process.stdin,
   flush: () => void = () => native().flushTerminalInput(0),
-): Promise<boolean | ApprovalChoice> {
+): Promise<boolean | ApprovalChoice | ConnectionChoice> {
   process.stderr.write(`${TERMINAL_RESET}\n`);
   try {
     flush();
@@ -93,7 +111,7 @@ export function askOnTerminal(
   const last = lines.pop() ?? '';
   for (const line of lines) io.err(line);
   process.stderr.write(last);
-  const signal = request.kind === 'path' ? request.signal : undefined;
+  const signal = request.kind === 'path' || request.kind === 'connection' ? request.signal : undefined;
   return new Promise((resolve) => {
     const reader = createInterface({ input, terminal: false });
     let answered = false;

@@ -61,6 +61,16 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   io.out(`started:   ${manifest.startedAt}`);
   io.out(`committed: ${manifest.committedAt ?? 'no'}`);
   const structure = manifest.structure ?? [];
+  const connections = manifest.connections ?? [];
+  if (connections.length > 0) {
+    // Where the turn's commands connected or tried to, each target once with how many times.
+    const where = (c: (typeof connections)[number]) => {
+      const address = c.address.includes(':') ? `[${c.address}]` : c.address;
+      return c.kind === 'dns' ? `${c.host ?? ''} (via ${address})` : `${c.host ? `${c.host} ` : ''}${c.host ? `(${address})` : address}:${c.port ?? ''}`;
+    };
+    const rows = connections.map((c) => [c.verdict, c.kind === 'dns' ? 'dns' : c.protocol, printable(where(c)), String(c.count), printable(c.reason)]);
+    io.out(table([['NETWORK', 'PROTO', 'WHERE', 'COUNT', 'WHY'], ...rows]));
+  }
   if (manifest.files.length === 0 && structure.length === 0) {
     io.out('no files were backed up in this turn');
     return ExitCode.OK;

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { loadConfig } from '../config/load.js';
 import { PROJECT_CONFIG_FILE, configJsonSchema, type BrokeredShellConfig } from '../config/schema.js';
 import { compileCacheRoots } from '../plugins/cache-roots/index.js';
+import { networkDefaults } from '../plugins/network/index.js';
 import { ExitCode } from './exit-codes.js';
 import { printJson, type Io } from './output.js';
 import { unreadableReport } from './unreadable-list.js';
@@ -26,6 +27,7 @@ export async function showCommand(io: Io, options: { workspace?: string }, env: 
   io.err(`brokered-shell: ${PROJECT_CONFIG_FILE} itself is protected: changing it needs approval`);
   for (const line of cacheRootLines(loaded.config.cacheRoots, env)) io.err(`brokered-shell: ${line}`);
   for (const line of await unreadableReport(loaded.config, loaded.workspace, env)) io.err(`brokered-shell: ${line}`);
+  for (const line of networkLines(loaded.config.network, loaded.workspace, env)) io.err(`brokered-shell: ${line}`);
   printJson(io, loaded.config);
   return ExitCode.OK;
 }
@@ -42,4 +44,12 @@ function cacheRootLines(settings: BrokeredShellConfig['cacheRoots'], env: NodeJS
     ...set.roots.map((root) => `  ${root.real} (${root.from === 'add' ? 'added' : root.from})`),
     ...(set.keptOut.length > 0 ? ['kept out of them:', ...set.keptOut.map((out) => `  ${out.real} (${out.why})`)] : []),
   ];
+}
+
+/** The network's mode and, under allowlist, the defaults a session started now would allow, with where each comes from. */
+function networkLines(network: BrokeredShellConfig['network'], workspace: string, env: NodeJS.ProcessEnv): string[] {
+  if (network.mode !== 'allowlist') return [`network.mode is ${network.mode}`];
+  const defaults = networkDefaults({ env, userHome: env.HOME ?? os.homedir(), workspace });
+  if (defaults.length === 0) return ['network allowed by default: nothing here (no tool, registry or git remote found)'];
+  return ['network allowed by default (network.mode allowlist):', ...defaults.map((entry) => `  ${entry.rule} (${entry.from})`)];
 }

@@ -1,4 +1,6 @@
+import dgram from 'node:dgram';
 import { access, constants, stat } from 'node:fs/promises';
+import net from 'node:net';
 import { dirname } from 'node:path';
 import { checkLauncher, storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
@@ -72,6 +74,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   checks.push(launcherCheck());
   const preload = preloadCheck();
   checks.push(preload);
+  checks.push(...(await networkChecks(kernel)));
   const home = resolveHome(env);
   checks.push(await storeCheck(home));
   const reads = await readPolicyCheck(env, kernel);
@@ -104,6 +107,49 @@ function launcherCheck(): Check {
   } catch (error) {
     return { name: LAUNCHER_CHECK, ok: false, detail: error instanceof Error ? error.message : String(error), required: true };
   }
+}
+
+/** Whether a socket of this kind can listen on `host` (the DNS proxy's needs). */
+async function canListen(kind: 'udp' | 'tcp', host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (kind === 'udp') {
+      const socket = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+      socket.once('error', () => resolve(false));
+      socket.bind(0, host, () => socket.close(() => resolve(true)));
+      return;
+    }
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(0, host, () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * What of the network policy works here. Its connections and sends are decided by the
+ * seccomp runtime's supervisor (the checks above); its DNS proxy listens on loopback; a
+ * connect is cheaper where the kernel wakes the supervisor at once (6.6). The preload
+ * runtime governs no connection, so it runs only with the network open.
+ */
+async function networkChecks(kernel: KernelProbe | undefined): Promise<Check[]> {
+  const [udp4, tcp4, udp6, tcp6] = await Promise.all([canListen('udp', '127.0.0.1'), canListen('tcp', '127.0.0.1'), canListen('udp', '::1'), canListen('tcp', '::1')]);
+  const [major = 0, minor = 0] = (kernel?.release ?? '').split(/[.-]/).map(Number);
+  const syncWake = major > 6 || (major === 6 && minor >= 6);
+  return [
+    {
+      name: 'network: DNS proxy on 127.0.0.1',
+      ok: udp4 && tcp4,
+      detail: udp4 && tcp4 ? 'UDP and TCP listen' : 'cannot listen there: a run under network.mode "allowlist" refuses to start',
+      required: false,
+    },
+    { name: 'network: DNS proxy on ::1', ok: udp6 && tcp6, detail: udp6 && tcp6 ? 'UDP and TCP listen' : 'no IPv6 loopback: IPv6 resolvers cannot be reached', required: false },
+    {
+      name: 'network: fast supervisor wake-up',
+      ok: syncWake,
+      detail: syncWake ? 'SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6+)' : 'Linux before 6.6: each connect pays a scheduler wake-up more',
+      required: false,
+    },
+    { name: 'network: preload runtime', ok: false, detail: 'governs no connection: it starts only with network.mode "open"', required: false },
+  ];
 }
 
 function preloadCheck(): Check {

@@ -12,6 +12,7 @@ import { BrokerError, ErrorCodes, type Logger } from '../core/index.js';
 import { blockKey, type ApprovalChoice, type AskedQuestion, type PromptBlock } from '../plugins/approval/index.js';
 import { getAuditHooks } from '../plugins/audit.js';
 import { ReadPolicyPlugin, namedUnreadable, unreadableHint } from '../plugins/read-policy/index.js';
+import { describeConnection, type RefusedConnection } from '../plugins/network/index.js';
 import type { RuntimeName } from '../sandbox/index.js';
 import { askOnTerminal, describeBlock, terminalAvailable } from './approve.js';
 import { noteBrokerRequest } from './code-cache.js';
@@ -64,7 +65,12 @@ const FORWARDED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  */
 function approverFor(io: Io, options: RunOptions): Approver | undefined {
   // --yes approves everything it is asked about: inline, the widest choice that ends with the turn (a directory the command made), else the path for the session.
-  if (options.yes) return (request) => (request.kind === 'path' ? (widestForTurn(request.choices) ?? true) : true);
+  if (options.yes) {
+    return (request) => {
+      if (request.kind === 'connection') return request.choices.find((choice) => choice.scope === 'session') ?? true;
+      return request.kind === 'path' ? (widestForTurn(request.choices) ?? true) : true;
+    };
+  }
   if (options.no) return () => false;
   if (!terminalAvailable()) return undefined;
   return (request) => askOnTerminal(io, request);
@@ -158,7 +164,9 @@ export async function runCommand(io: Io, command: string, options: RunOptions, l
     const unlisted = unlistedLine(result.unlistedRefusals);
     if (unlisted) io.err(unlisted);
     const hint = result.exitCode === 0 ? undefined : readHint(session, command);
-    if (hint) io.err(withConfigFile(hint, path.join(resolveHome(env), HOME_CONFIG_FILE)));
+    const homeConfigFile = path.join(resolveHome(env), HOME_CONFIG_FILE);
+    if (hint) io.err(withConfigFile(hint, homeConfigFile));
+    for (const refused of result.refusedConnections ?? []) io.err(refusedLine(refused, homeConfigFile));
     const summary = turnSummaryLine(ended);
     if (summary) io.err(summary);
     for (const notice of ended.notices ?? []) io.err(`brokered-shell: warning: ${printable(notice)}`);
@@ -223,6 +231,18 @@ function reportInline(io: Io, result: ExecuteResult, questions: readonly AskedQu
   const covered = questions.filter((question) => question.byScope !== undefined).length;
   if (covered > 0) io.err(`brokered-shell: ${covered} more change${covered === 1 ? '' : 's'} inside directories approved for this command went ahead without a question`);
   return result.exitCode;
+}
+
+/** A refused connection, once, with the setting that would allow it. */
+export function refusedLine(refused: RefusedConnection, homeConfigFile: string): string {
+  const { connection, reason } = refused;
+  const what = connection.kind === 'dns' ? 'refused to look up' : connection.kind === 'datagram' ? 'refused a datagram to' : 'refused a connection to';
+  const where = printable(homeConfigFile);
+  let setting = `${JSON.stringify(refused.rule)} in network.allow of ${where} would allow it`;
+  if (reason.includes('network.mode is off')) setting = `network.mode "allowlist" (with ${JSON.stringify(refused.rule)} in network.allow) in ${where} would allow it`;
+  else if (reason.includes('network.deny')) setting = `network.deny names it (in ${where}, or the project's .brokered-shell.json)`;
+  else if (reason.includes('link-local')) setting = `${JSON.stringify(refused.rule)} in network.allow of ${where}, named exactly, would allow it`;
+  return `brokered-shell: ${what} ${printable(describeConnection(connection))} (${printable(reason)}): ${setting}`;
 }
 
 const SCOPE_WORDS: Record<ApprovalChoice['scope'], string> = { once: 'once', session: 'for this session', directory: 'with its directory' };

@@ -5,6 +5,7 @@ import { BrokerError, ErrorCodes, issueLines } from '../core/index.js';
 import { durabilitySchema, normaliseMaxSizeMB } from '../backup/settings.js';
 import { cacheRootPathSchema } from '../plugins/cache-roots/options.js';
 import { fileSafetyRulesSchema } from '../plugins/file-safety/index.js';
+import { networkModeSchema, networkRuleSchema } from '../plugins/network/rules.js';
 import type { BrokeredShellConfig } from './schema.js';
 
 /**
@@ -27,6 +28,14 @@ export const policyFileSchema = z.strictObject({
     .default([]),
   rules: fileSafetyRulesSchema.default([]),
   outsideRoots: z.enum(['deny', 'prompt']).optional(),
+  /** As the home config's `network`: `allow` and `deny` are added to it, `mode` replaces it. */
+  network: z
+    .strictObject({
+      mode: networkModeSchema.optional(),
+      allow: z.array(networkRuleSchema).default([]),
+      deny: z.array(networkRuleSchema).default([]),
+    })
+    .optional(),
   backup: z
     .strictObject({
       enabled: z.boolean().optional(),
@@ -82,6 +91,8 @@ export async function readPolicyFile(file: string, workspace: string): Promise<P
  *   backup.fileBackupMaxSizeMB → fileBackup.maxSizeMB (clamped to the store's bounds)
  *   backup.oversize            → fileBackup.oversize
  *   backup.durability          → fileBackup.durability
+ *   network.mode               → network.mode
+ *   network.allow, .deny       → network.allow, .deny (added)
  */
 export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile): BrokeredShellConfig {
   const backup = policy.backup ?? {};
@@ -100,6 +111,11 @@ export function applyPolicyFile(config: BrokeredShellConfig, policy: PolicyFile)
       outsideRoots: policy.outsideRoots ?? config.fileSafety.outsideRoots,
     },
     secrets: { ...config.secrets, add: [...config.secrets.add], remove: [...config.secrets.remove] },
+    network: {
+      mode: policy.network?.mode ?? config.network.mode,
+      allow: [...config.network.allow, ...(policy.network?.allow ?? [])],
+      deny: [...config.network.deny, ...(policy.network?.deny ?? [])],
+    },
     approvals: config.approvals,
     approvalTimeoutSeconds: config.approvalTimeoutSeconds,
   };

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { escapeGlob } from '../plugins/file-safety/glob.js';
 import { fileSafetyRuleSchema, refuseReadPrompts, type FileSafetyRule } from '../plugins/file-safety/options.js';
 import { secretPathSchema } from '../plugins/read-policy/options.js';
+import { MODE_REACH, networkRuleSchema } from '../plugins/network/rules.js';
 import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
 
 /**
@@ -24,6 +25,9 @@ import { PROJECT_CONFIG_FILE, type BrokeredShellConfig } from './schema.js';
  * - pick the stricter value: `fileBackup.oversize: "deny"`, `fileSafety.outsideRoots: "deny"`;
  * - add to `secrets.add`: more paths commands may not read. Its `remove` and `defaults`
  *   are refused: they would let commands read credentials the user keeps from them.
+ *
+ * - narrow the network: add `network.deny` entries, choose `network.mode` `"off"` (or
+ *   `"allowlist"`, which only narrows an open home config; the stricter of the two holds).
  *
  * `cacheRoots` is refused whole: adding one would let commands change more without a
  * backup, and which of this machine's tool caches are left to the tools is the user's call.
@@ -79,6 +83,17 @@ export const projectConfigSchema = z
         maxSizeMB: refused("the backup size cap is the user's disk budget (maxSizeMB belongs in the home config)"),
         oversize: onlyStricter('deny', ['skip'], 'would let files over the size cap change without a backup; a project may only choose "deny"').optional(),
         durability: onlyStricter('each', ['turn'], 'would let a power cut lose backups of changes it kept; a project may only choose "each"').optional(),
+      })
+      .optional(),
+    network: z
+      .strictObject({
+        mode: z
+          .enum(['off', 'allowlist'], {
+            error: (issue) => (issue.input === 'open' ? 'refused: "open" would let commands reach more of the network; a project may only choose "off" or "allowlist"' : undefined),
+          })
+          .optional(),
+        allow: refused('a repository may not open the network to hosts of its choosing (network.allow belongs in the home config)'),
+        deny: z.array(networkRuleSchema).optional(),
       })
       .optional(),
     approvals: refused('how a person is asked is the user\'s choice (approvals belongs in the home config)'),
@@ -203,6 +218,12 @@ export function mergeProjectConfig(home: BrokeredShellConfig, project: ProjectCo
       ...home.secrets,
       add: [...new Set([...home.secrets.add, ...(project.secrets?.add ?? [])])],
       remove: home.secrets.remove.filter((entry) => !(project.secrets?.add ?? []).includes(entry)),
+    },
+    network: {
+      // The stricter mode holds: a project's "allowlist" does not open an "off" home config.
+      mode: project.network?.mode !== undefined && MODE_REACH[project.network.mode] < MODE_REACH[home.network.mode] ? project.network.mode : home.network.mode,
+      allow: [...home.network.allow],
+      deny: [...home.network.deny, ...(project.network?.deny ?? [])],
     },
     approvals: home.approvals,
     approvalTimeoutSeconds: home.approvalTimeoutSeconds,

@@ -4,6 +4,7 @@ import { cacheRootsSettingsSchema } from '../plugins/cache-roots/options.js';
 import { DEFAULT_APPROVAL_TIMEOUT_MS, approvalModeSchema } from '../plugins/approval/plugin.js';
 import { fileSafetyRulesSchema } from '../plugins/file-safety/options.js';
 import { secretsSettingsSchema } from '../plugins/read-policy/options.js';
+import { networkModeSchema, networkRuleSchema } from '../plugins/network/rules.js';
 
 /**
  * The whole configuration of brokered-shell, one schema. Every object is strict (an
@@ -87,6 +88,23 @@ export const secretsConfigSchema = secretsSettingsSchema.describe(
   'Files and folders commands may not read: the default credential list present when a command starts (defaults), less remove (names or paths), plus add',
 );
 
+/**
+ * Where a sandboxed command may connect (the seccomp runtime decides each connection).
+ * `allowlist`: the entries of `allow` and the defaults (the package registries the
+ * user's tools are set to, the workspace repository's git remotes, the command's own
+ * loopback servers), less `deny`; anything else is asked, or refused without a terminal.
+ */
+export const networkConfigSchema = z.strictObject({
+  mode: networkModeSchema
+    .default('allowlist')
+    .describe('allowlist: what allow and the defaults name, anything else asked; open: everything; off: nothing'),
+  allow: z
+    .array(networkRuleSchema)
+    .default([])
+    .describe('Hosts (example.org, *.example.org), addresses and CIDR blocks, each with an optional :port or :lo-hi'),
+  deny: z.array(networkRuleSchema).default([]).describe('Refused whatever allow or a default says'),
+});
+
 export const approvalsSchema = approvalModeSchema
   .default('inline')
   .describe('inline: a change that needs approval waits at its syscall while a person is asked, and a yes lets it through; after: it is refused, and the command runs again once approved');
@@ -111,6 +129,7 @@ export const brokeredShellConfigSchema = z
     fileBackup: fileBackupConfigSchema.prefault({}),
     fileSafety: fileSafetyConfigSchema.prefault({}),
     secrets: secretsConfigSchema.prefault({}),
+    network: networkConfigSchema.prefault({}),
     approvals: approvalsSchema,
     approvalTimeoutSeconds: approvalTimeoutSecondsSchema,
   })

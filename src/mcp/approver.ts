@@ -3,7 +3,8 @@ import type { ApprovalRequest, Approver } from '../agent/types.js';
 import type { Logger } from '../core/index.js';
 import { printable } from '../core/printable.js';
 import type { ApprovalChoice } from '../plugins/approval/index.js';
-import { describeBlock, describeChoice } from '../agent/approval-words.js';
+import { connectionQuestion, describeBlock, describeChoice, describeConnectionChoice } from '../agent/approval-words.js';
+import type { ConnectionChoice } from '../plugins/network/index.js';
 
 /** What a question gets when the client cannot be asked: `--answer yes` or `no` (the default). */
 export type UnaskedAnswer = 'yes' | 'no';
@@ -12,7 +13,7 @@ export type UnaskedAnswer = 'yes' | 'no';
 interface Option {
   key: string;
   title: string;
-  answer: boolean | ApprovalChoice;
+  answer: boolean | ApprovalChoice | ConnectionChoice;
 }
 
 const capitalised = (text: string) => `${text.charAt(0).toUpperCase()}${text.slice(1)}`;
@@ -28,6 +29,12 @@ function questionOf(request: ApprovalRequest): { message: string; options: Optio
     if (request.command) lines.push(`Command: ${printable(request.command)}`);
     return { message: lines.join('\n'), options: [...request.choices.map((choice) => ({ key: keyOf(choice), title: capitalised(describeChoice(choice)), answer: choice })), no] };
   }
+  if (request.kind === 'connection') {
+    const lines = [capitalised(connectionQuestion(request.connection))];
+    if (request.command) lines.push(`Command: ${printable(request.command)}`);
+    const options = request.choices.map((choice) => ({ key: choice.scope, title: capitalised(describeConnectionChoice(choice, request.rule)), answer: choice }));
+    return { message: lines.join('\n'), options: [...options, no] };
+  }
   if (request.kind === 'paths') {
     const lines = ['The command needs approval for:', ...request.blocks.map((block) => `  ${describeBlock(block)}`)];
     return { message: lines.join('\n'), options: [{ key: 'session', title: 'Yes: approve these for the session and run the command again', answer: true }, no] };
@@ -36,7 +43,8 @@ function questionOf(request: ApprovalRequest): { message: string; options: Optio
 }
 
 /** What `--answer yes` approves, as `run --yes` does: a directory the command made for the turn, else the path for the session. */
-function yesWithoutAsking(request: ApprovalRequest): boolean | ApprovalChoice {
+function yesWithoutAsking(request: ApprovalRequest): boolean | ApprovalChoice | ConnectionChoice {
+  if (request.kind === 'connection') return request.choices.find((choice) => choice.scope === 'session') ?? true;
   if (request.kind !== 'path') return true;
   return request.choices.find((choice) => choice.scope === 'directory' && choice.lasts === 'turn') ?? request.choices.find((choice) => choice.scope === 'session') ?? true;
 }

@@ -36,6 +36,8 @@ export interface AuditRecord {
   command?: string;
   /** For the record that stands for refusals counted but not recorded one by one (see RefusalBudget). */
   suppressed?: { count: number; since: string; operations: Record<string, number>; peers: number[] };
+  /** For a connection (operation `connect`, `datagram` or `dns`): where, how, and which process (NetworkPlugin). */
+  connection?: { host?: string; address: string; port: number; protocol: string; pid: number; tid: number; count: number };
 }
 
 export interface AuditHooks {
@@ -134,17 +136,28 @@ export function auditRefusal(broker: Broker, report: RefusalReport): AuditRecord
   return record;
 }
 
+/**
+ * Records a connection the sandbox allowed or refused (NetworkPlugin), with the same
+ * sinks and log line as a request's record.
+ */
+export function auditConnection(broker: Broker, record: Omit<AuditRecord, 'requestId' | 'sessionId'>): AuditRecord {
+  const full: AuditRecord = Object.assign({ requestId: refusalId(broker, 'network'), sessionId: broker.sessionId }, record);
+  deliver(broker, full, `${record.operation} ${record.verdict}`, record);
+  return full;
+}
+
 /** `k` and a number for the kernel sandbox's refusals, `s` and a number for the socket's and others. */
 function refusalId(broker: Broker, origin: string): string {
   const sequence = (refusalCount.get(broker) ?? 0) + 1;
   refusalCount.set(broker, sequence);
-  return `${origin === 'kernel' ? 'k' : 's'}${sequence}`;
+  return `${origin === 'kernel' ? 'k' : origin === 'network' ? 'n' : 's'}${sequence}`;
 }
 
 function deliver(broker: Broker, record: AuditRecord, message: string, ids: { toolCallId?: string | undefined; traceId?: string | undefined } = {}): void {
-  if (auditLogging.get(broker) === true) {
+  const level = record.ok ? 'info' : 'warn';
+  if (auditLogging.get(broker) === true && broker.log.isLevelEnabled(level)) {
     const log = broker.log.child({ requestId: record.requestId, toolCallId: ids.toolCallId, traceId: ids.traceId });
-    log.warn({ phase: 'audit', audit: record }, message);
+    log[level]({ phase: 'audit', audit: record }, message);
   }
   getAuditHooks(broker).record.call(record);
 }

@@ -9,6 +9,7 @@ import { GitPlanNoticePlugin } from './git-plan-notice/index.js';
 import { HeldWritesPlugin } from './held-writes/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
+import { NetworkPlugin, type NetworkOptions, type SaveRule } from './network/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
 import { ReadPolicyPlugin, type SecretsSettingsInput } from './read-policy/index.js';
 import { RequesterAccessPlugin } from './requester-access.js';
@@ -48,6 +49,10 @@ export interface StandardPluginsOptions {
   trashEnv?: Record<string, string>;
   approval?: ApprovalOptions;
   audit?: AuditOptions;
+  /** The network policy of the seccomp runtime (NetworkPlugin); none when absent. */
+  network?: NetworkOptions;
+  /** How a "save" answer to a connection question writes the home config. */
+  networkSave?: SaveRule;
 }
 
 /**
@@ -97,6 +102,7 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     new HeldWritesPlugin(),
     // A stopped rebase, am, cherry-pick or revert the turn left for --continue: said at the commit.
     new GitPlanNoticePlugin({ roots: options.writableRoots }),
+    ...(options.network ? [new NetworkPlugin(options.network, options.networkSave ? { save: options.networkSave } : {})] : []),
     new AuditPlugin(options.audit),
   ];
 }

@@ -9,6 +9,7 @@ import {
   type KernelRefusal,
   type KernelRequest,
 } from './protocol.js';
+import { decodeNetwork, encodeNetworkAnswer, encodeNetworkTable, isNetworkFrame, type KernelConnectionRecord, type KernelNetworkQuestion } from './network-protocol.js';
 
 const EACCES = 13;
 
@@ -35,9 +36,17 @@ export type KernelRequestHandler = (request: KernelRequest, over: Promise<void>)
 /** Told about each syscall the supervisor refused itself (to audit it); the refusal stands whatever it does. */
 export type KernelRefusalHandler = (refusal: KernelRefusal) => Promise<void> | void;
 
+/** Told about each connection the supervisor decided itself (to audit it). */
+export type KernelConnectionHandler = (record: KernelConnectionRecord) => void;
+/** Decides a connection the supervisor's table could not: 0 allows, an errno refuses. */
+export type KernelNetworkQuestionHandler = (question: KernelNetworkQuestion) => Promise<number> | number;
+
 export interface KernelChannelOptions {
   onRequest: KernelRequestHandler;
   onRefusal?: KernelRefusalHandler;
+  onConnection?: KernelConnectionHandler;
+  /** Without one every question is refused (EACCES). */
+  onNetworkQuestion?: KernelNetworkQuestionHandler;
   /** Told about frames that were refused or that ended the channel (for logs). */
   onProtocolError?: (reason: string) => void;
 }
@@ -46,6 +55,8 @@ export interface KernelChannel {
   /** Ends the channel; the supervisor then fails closed (kills the command, exit 125). */
   close(): void;
   readonly closed: boolean;
+  /** Sends the supervisor a new network table (its lines; PROTOCOL.md, "Network table"). */
+  pushNetworkTable(lines: readonly string[]): void;
   /** What the channel holds: answers not yet handed to the kernel, requests read and not yet handed to the broker. */
   readonly buffered: { unsentBytes: number; waitingBytes: number; inFlight: number };
 }
@@ -128,6 +139,34 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
     if (answer.errno !== 0 || closed || socket.destroyed) end();
   };
 
+  // Network records and questions change no file: they pass the file requests' order and bounds.
+  const handleNetwork = async (body: Buffer) => {
+    const decoded = decodeNetwork(body);
+    if (!decoded.ok) {
+      report(decoded.reason);
+      if (decoded.id === undefined) close();
+      else if (!closed && !socket.destroyed) socket.write(encodeNetworkAnswer(decoded.id, EACCES));
+      return;
+    }
+    if (decoded.record) {
+      try {
+        options.onConnection?.(decoded.record);
+      } catch (error) {
+        report(`onConnection failed: ${String(error)}`);
+      }
+      return;
+    }
+    const { question } = decoded;
+    let errno = EACCES;
+    try {
+      const answer = options.onNetworkQuestion ? await options.onNetworkQuestion(question) : EACCES;
+      errno = Number.isInteger(answer) && answer >= 0 && answer <= 4095 ? answer : EACCES;
+    } catch (error) {
+      report(`onNetworkQuestion failed for ${question.address}:${question.port}: ${String(error)}`);
+    }
+    if (!closed && !socket.destroyed) socket.write(encodeNetworkAnswer(question.id, errno));
+  };
+
   const waiting: Buffer[] = [];
   let waitingBytes = 0;
   let inFlight = 0;
@@ -157,6 +196,10 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
         void handle(body);
         continue;
       }
+      if (isNetworkFrame(body)) {
+        void handleNetwork(body);
+        continue;
+      }
       waiting.push(body);
       waitingBytes += body.length;
     }
@@ -180,6 +223,10 @@ export function serveKernelChannel(socket: Socket, options: KernelChannelOptions
     close,
     get closed() {
       return closed;
+    },
+    pushNetworkTable(lines) {
+      if (closed || socket.destroyed) return;
+      for (const frame of encodeNetworkTable(lines)) socket.write(frame);
     },
     get buffered() {
       return { unsentBytes: socket.writableLength, waitingBytes, inFlight };

@@ -28,6 +28,8 @@ export const filterTablesSchema = z.strictObject({
   notifyFdWrite: z.array(syscallSchema.extend({ when: z.string() })),
   /** Signals and scheduling calls, notified only when aimed at another process (`when`). */
   notifyIfOtherProcess: z.array(syscallSchema.extend({ when: z.string() })),
+  /** Network calls notified only in some forms (`when`): sendto with an address, unusual sockets, source routes. */
+  notifyNet: z.array(syscallSchema.extend({ when: z.string() })),
   deny: z.array(syscallSchema),
   denyIfNamespace: z.array(syscallSchema),
   /** ioctl requests refused whatever the fd (tty input injection). */

@@ -1,6 +1,13 @@
 import { spawn, type ChildProcess, type StdioNull, type StdioPipe } from 'node:child_process';
 import { Socket } from 'node:net';
-import { serveKernelChannel, type KernelChannel, type KernelRefusalHandler, type KernelRequestHandler } from './channel.js';
+import {
+  serveKernelChannel,
+  type KernelChannel,
+  type KernelConnectionHandler,
+  type KernelNetworkQuestionHandler,
+  type KernelRefusalHandler,
+  type KernelRequestHandler,
+} from './channel.js';
 import { locateSandboxBinary } from './locate.js';
 
 /** What each of the command's stdin/stdout/stderr is connected to. */
@@ -28,6 +35,12 @@ export interface SpawnSandboxedOptions {
   /** Told about each syscall the supervisor refused without asking (to audit it). */
   onRefusal?: KernelRefusalHandler;
   onProtocolError?: (reason: string) => void;
+  /**
+   * The network policy: the table the supervisor decides connections by (sent before the
+   * command starts; `channel.pushNetworkTable` replaces it), where its records go and who
+   * answers what it cannot decide. Without it connections are left open.
+   */
+  network?: { table: readonly string[]; onConnection?: KernelConnectionHandler; onQuestion?: KernelNetworkQuestionHandler };
   stdio?: readonly [SandboxStdio, SandboxStdio, SandboxStdio];
   /** Override the launcher path (default: locateSandboxBinary()). */
   binaryPath?: string;
@@ -49,7 +62,7 @@ export interface SandboxedProcess {
 }
 
 /** The launcher's arguments for these options (exported for diagnostics). */
-export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs' | 'unixSockets' | 'readDenied'>): string[] {
+export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scratchDirs' | 'writeDevs' | 'unixSockets' | 'readDenied' | 'network'>): string[] {
   if (options.argv.length === 0) throw new RangeError('argv must name a program');
   return [
     '--broker-fd',
@@ -58,6 +71,7 @@ export function sandboxArgs(options: Pick<SpawnSandboxedOptions, 'argv' | 'scrat
     ...(options.writeDevs ?? []).flatMap((dev) => ['--write-dev', dev]),
     ...(options.unixSockets ?? []).flatMap((socket) => ['--unix-socket', socket]),
     ...(options.readDenied ?? []).flatMap((denied) => ['--deny-read', denied]),
+    ...(options.network ? ['--network'] : []),
     '--',
     ...options.argv,
   ];
@@ -88,7 +102,11 @@ export function spawnSandboxed(options: SpawnSandboxedOptions): SandboxedProcess
     onRequest: options.onRequest,
     ...(options.onRefusal ? { onRefusal: options.onRefusal } : {}),
     ...(options.onProtocolError ? { onProtocolError: options.onProtocolError } : {}),
+    ...(options.network?.onConnection ? { onConnection: options.network.onConnection } : {}),
+    ...(options.network?.onQuestion ? { onNetworkQuestion: options.network.onQuestion } : {}),
   });
+  // The launcher waits for its first table before it lets the command start.
+  if (options.network) channel.pushNetworkTable(options.network.table);
   const exit = new Promise<SandboxExit>((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code, signal) => {

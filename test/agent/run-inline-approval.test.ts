@@ -182,8 +182,13 @@ describe('run: git with inline approvals, a question or two', () => {
     await fs.mkdir(path.join(served, 'lib'), { recursive: true });
     spawnSync('bash', ['-c', `git ${GIT} init -q && echo l > l && git add -A && git ${GIT} commit -qm l`], { cwd: path.join(served, 'lib') });
     const daemon = await startGitDaemon(served);
+    // A server outside the command: the network policy must name it.
+    const allowDaemon = path.join(world.base, 'allow-daemon.json');
+    await fs.writeFile(allowDaemon, JSON.stringify({ network: { allow: [`127.0.0.1:${daemon.port}`] } }));
     try {
-      const result = await onTerminal('inline-git-net', `git clone -q git://127.0.0.1:${daemon.port}/lib netlib && cat netlib/l`, (question) => (question.includes('set up the new') ? 'd' : 'n'));
+      const result = await onTerminal('inline-git-net', `git clone -q git://127.0.0.1:${daemon.port}/lib netlib && cat netlib/l`, (question) => (question.includes('set up the new') ? 'd' : 'n'), {
+        extra: ['--policy', allowDaemon],
+      });
       expect(result.status, describeRun(result)).toBe(0);
       expect(result.questions).toHaveLength(1);
       expect(await fs.readFile(ws('netlib/l'), 'utf8')).toBe('l\n');

@@ -19,6 +19,12 @@ describe('runtime', () => {
     expect((await session.execute('echo hi')).runtime).toBe('seccomp');
   });
 
+  it('preload under a network policy it cannot enforce does not start: SandboxUnavailableError naming the setting', async () => {
+    const world = await makeWorld('preload-network');
+    await expect(openSession(world, { config: { sandbox: { runtime: 'preload' } } })).rejects.toThrow(/the preload runtime cannot enforce network.mode "allowlist".*"open"/);
+    await expect(openSession(world, { config: { sandbox: { runtime: 'preload' }, network: { mode: 'off' } } })).rejects.toThrow(/cannot enforce network.mode "off"/);
+  });
+
   it('a runtime that cannot run is a SandboxUnavailableError naming why', () => {
     const probes = {
       seccomp: () => ({ ok: false, message: 'no user notification here' }),
@@ -40,7 +46,7 @@ describe('runtime', () => {
     await fs.writeFile(ask, 'ask before\n');
     const approver = recordingApprover(true);
     const { session } = await openSession(world, {
-      config: { sandbox: { runtime: 'preload' }, fileSafety: { rules: [{ pattern: 'ask.txt', decision: 'prompt' }] } },
+      config: { sandbox: { runtime: 'preload' }, network: { mode: 'open' }, fileSafety: { rules: [{ pattern: 'ask.txt', decision: 'prompt' }] } },
       approver,
     });
     expect(session.runtime).toBe('preload');
@@ -57,7 +63,7 @@ describe('runtime', () => {
 
   it('preload: a timeout kills the tree', async () => {
     const world = await makeWorld('preload-timeout');
-    const { session } = await openSession(world, { config: { sandbox: { runtime: 'preload' } } });
+    const { session } = await openSession(world, { config: { sandbox: { runtime: 'preload' }, network: { mode: 'open' } } });
     const result = await session.execute('sleep 605 & echo "bg $!"; sleep 606', { timeoutMs: 500 });
     expect(result).toMatchObject({ timedOut: true, signal: 'SIGKILL', exitCode: 128 + 9 });
     const pid = Number(/^bg (\d+)$/m.exec(result.stdout)?.[1]);

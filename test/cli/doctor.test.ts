@@ -35,6 +35,18 @@ describe('doctor', () => {
     expect(json.checks.find((c) => c.name === 'backup store')).toEqual({ name: 'backup store', ok: true, detail: `${home} writable`, required: false });
   });
 
+  it('--json says what of the network policy works here: the DNS proxy listens, and the preload runtime cannot hold a policy', async () => {
+    const { json } = cliJson<Report>(['doctor', '--json'], { home: await tempDir('bsh-cli-home-') });
+    expect(json.checks.find((c) => c.name === 'network: DNS proxy on 127.0.0.1')).toEqual({ name: 'network: DNS proxy on 127.0.0.1', ok: true, detail: 'UDP and TCP listen', required: false });
+    expect(json.checks.find((c) => c.name === 'network: fast supervisor wake-up')).toMatchObject({ ok: true, required: false });
+    expect(json.checks.find((c) => c.name === 'network: preload runtime')).toEqual({
+      name: 'network: preload runtime',
+      ok: false,
+      detail: 'governs no connection: it starts only with network.mode "open"',
+      required: false,
+    });
+  });
+
   it('human output: one line per check and the runtime, exit 0', async () => {
     const result = cli(['doctor'], { home: await tempDir('bsh-cli-home-') });
     expect(result.status).toBe(0);

@@ -13,7 +13,7 @@ describe('brokered-shell config', () => {
     const schema = JSON.parse(result.stdout) as { $schema: string; type: string; properties: Record<string, unknown>; additionalProperties: boolean };
     expect(schema.$schema).toMatch(/json-schema\.org/);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false });
-    expect(Object.keys(schema.properties).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
+    expect(Object.keys(schema.properties).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'network', 'sandbox', 'secrets', 'writableRoots']);
   });
 
   it('show prints the effective configuration of a workspace, and says which files it read', async () => {
@@ -31,6 +31,7 @@ describe('brokered-shell config', () => {
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
       secrets: { defaults: true, add: [], remove: [] },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });
@@ -54,6 +55,24 @@ describe('brokered-shell config', () => {
     expect(lines).toContain(`brokered-shell:   ${npm}/_npx (npx runs the packages it installed there as they are)`);
     expect(result.stderr).not.toContain(`${xdg} (`);
     expect(JSON.parse(result.stdout)).toMatchObject({ cacheRoots: { defaults: true, add: ['/srv/ci-cache'], remove: ['xdg-cache'] } });
+  });
+
+  it("show lists what the network allows by default: the registry the user's npm is set to, the repository's remotes", async () => {
+    const home = await tempDir('bsh-config-cli-');
+    const bin = path.join(home, 'bin');
+    mkdirSync(bin);
+    writeFileSync(path.join(bin, 'npm'), '', { mode: 0o755 });
+    writeFileSync(path.join(home, '.npmrc'), 'registry=https://npm.corp.example/\n');
+    mkdirSync(path.join(home, '.git'));
+    writeFileSync(path.join(home, '.git', 'config'), '[remote "origin"]\n\turl = git@git.corp.example:team/repo.git\n');
+    // npm run by the test runner sets these for its children; the user's own config is what counts here.
+    const npmEnv = { npm_config_registry: '', npm_config_userconfig: path.join(home, '.npmrc'), npm_config_globalconfig: path.join(home, 'none') };
+    const result = cli(['config', 'show', '--workspace', home], { home, env: { HOME: home, PATH: `${bin}:/usr/bin:/bin`, ...npmEnv } });
+    expect(result.status).toBe(0);
+    const lines = result.stderr.split('\n');
+    expect(lines).toContain('brokered-shell: network allowed by default (network.mode allowlist):');
+    expect(lines).toContain(`brokered-shell:   npm.corp.example:443 (npm registry (user config ${path.join(home, '.npmrc')}))`);
+    expect(lines).toContain(`brokered-shell:   git.corp.example:22 (git remote origin (${path.join(home, '.git', 'config')}))`);
   });
 
   it('show fails with status 1 and the friendly message when a file is invalid', async () => {

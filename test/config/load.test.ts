@@ -105,6 +105,7 @@ describe('loading', () => {
         outsideRoots: 'deny',
       },
       secrets: { defaults: true, add: [], remove: [] },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });

@@ -20,6 +20,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
       rules: [{ pattern: '*.pem', decision: 'prompt' }],
       outsideRoots: 'prompt',
       backup: { enabled: false, fileBackupMaxSizeMB: 5000, oversize: 'skip' },
+      network: { mode: 'off', allow: ['127.0.0.1:8080'], deny: ['*.example.org'] },
     }),
   );
   const policy = await readPolicyFile(file, '/w/ws');
@@ -27,6 +28,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
     writableRoots: ['/srv/cache'],
     cacheRoots: { add: ['/srv/tool-cache'], remove: ['pip'] },
     fileSafety: { rules: [{ pattern: '~/.cache', decision: 'grant-token' }] },
+    network: { allow: ['registry.example.com:443'] },
   });
   expect(applyPolicyFile(config, policy)).toEqual({
     sandbox: config.sandbox,
@@ -41,6 +43,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
       outsideRoots: 'prompt',
     },
     secrets: { defaults: true, add: [], remove: [] },
+    network: { mode: 'off', allow: ['registry.example.com:443', '127.0.0.1:8080'], deny: ['*.example.org'] },
     approvals: 'inline',
     approvalTimeoutSeconds: 300,
   });

@@ -19,6 +19,7 @@ describe('the configuration schema', () => {
       fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
       secrets: { defaults: true, add: [], remove: [] },
+      network: { mode: 'allowlist', allow: [], deny: [] },
       approvals: 'inline',
       approvalTimeoutSeconds: 300,
     });
@@ -101,7 +102,7 @@ describe('the JSON Schema', () => {
     const text = JSON.stringify(schema);
     expect(JSON.parse(text)).toEqual(schema);
     expect(schema).toMatchObject({ type: 'object', additionalProperties: false, title: 'brokered-shell configuration' });
-    expect(Object.keys(schema.properties as object).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'sandbox', 'secrets', 'writableRoots']);
+    expect(Object.keys(schema.properties as object).sort()).toEqual(['$schema', 'approvalTimeoutSeconds', 'approvals', 'cacheRoots', 'fileBackup', 'fileSafety', 'network', 'sandbox', 'secrets', 'writableRoots']);
   });
 
   it('describes a file to write: nothing is required, defaults and enums are shown', () => {

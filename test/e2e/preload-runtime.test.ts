@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultRuntime, type Check } from '../../src/cli/doctor.js';
 import type { KernelProbe } from '../../src/native/index.js';
 import { NoRuntime, chooseRuntime, locatePreloadLibrary, locateSandboxBinary, preloadArgs, type RuntimeProbes } from '../../src/sandbox/index.js';
-import { PRELOAD_MARK, SHOW_RUNTIME } from './preload-helpers.js';
+import { PRELOAD_MARK, SHOW_RUNTIME, openNetworkPolicy } from './preload-helpers.js';
 import { brokeredShell, describeRun, makeWorld, removeWorld, run, writeOld, type World } from './run-helpers.js';
 
 const probes = (seccomp: boolean, preload: boolean): RuntimeProbes => ({
@@ -93,9 +93,16 @@ describe('on this machine', () => {
     const seccomp = await run(world, SHOW_RUNTIME);
     expect(seccomp.status, describeRun(seccomp)).toBe(0);
     expect(seccomp.out).toBe('@@runtime  \n');
-    const preload = await brokeredShell(world, ['run', '--runtime', 'preload', '--', SHOW_RUNTIME]);
+    const preload = await brokeredShell(world, ['run', '--runtime', 'preload', '--policy', openNetworkPolicy(world), '--', SHOW_RUNTIME]);
     expect(preload.out).toBe(`${PRELOAD_MARK}\n`);
     expect(preload.stderr).toBe('');
+  });
+
+  it('--runtime preload under the default network policy refuses to start (126): it governs no connection', async () => {
+    const refused = await brokeredShell(world, ['run', '--runtime', 'preload', '--', 'echo ran']);
+    expect(refused.status, describeRun(refused)).toBe(126);
+    expect(refused.out).toBe('');
+    expect(refused.stderr).toContain('the preload runtime cannot enforce network.mode "allowlist"');
   });
 
   it('an unknown runtime is a usage error', async () => {

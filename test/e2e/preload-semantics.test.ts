@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { otherDevice, type OtherDevice } from '../native/helpers.js';
-import { PRELOAD_MARK, SHOW_RUNTIME, runPreload } from './preload-helpers.js';
+import { PRELOAD_MARK, SHOW_RUNTIME, openNetworkPolicy, runPreload } from './preload-helpers.js';
 import { ST, brokeredShell, caseStatuses, describeRun, entryFor, makeWorld, onlyTurn, removeWorld, writeOld, type CliRun, type World } from './run-helpers.js';
 
 let world: World;
@@ -49,7 +49,7 @@ describe('reads', () => {
       `"$NODE" -e "require('fs').readdirSync('.').forEach((f) => require('fs').readFileSync(f))"`,
       'echo x > f3',
     ].join('\n');
-    result = await brokeredShell(world, ['run', '--runtime', 'preload', '--log-level', 'debug', '--workspace', world.ws, '--', script]);
+    result = await brokeredShell(world, ['run', '--runtime', 'preload', '--log-level', 'debug', '--workspace', world.ws, '--policy', openNetworkPolicy(world), '--', script]);
   });
 
   it('never reach the broker: one token request in all, for the one write', () => {

@@ -10,6 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BackupHome, type TurnManifest } from '../../src/backup/index.js';
+import { openNetworkPolicy } from './preload-helpers.js';
 import { brokeredShell, deniedLines, describeRun, makeWorld, onlyTurn, removeWorld, restoreTurn, run, treeState, type CliRun, type World } from './run-helpers.js';
 
 const PACKAGE_JSON = '{"name":"w","version":"1.0.0"}\n';
@@ -78,12 +79,13 @@ describe('run: npm install with no configuration', () => {
   });
 });
 
-describe('run --runtime preload: npm install with no configuration', () => {
+describe('run --runtime preload: npm install with the network open (the preload runtime governs no connection)', () => {
   it("works too: Landlock lets the command write the cache roots, and the turn records only the workspace", async () => {
     const ws = path.join(world.base, 'preload-ws');
     await fs.mkdir(ws);
     await fs.writeFile(path.join(ws, 'package.json'), PACKAGE_JSON);
-    const result = await brokeredShell(world, ['run', '--runtime', 'preload', '--workspace', ws, '--session', 'preload', '--', 'npm install is-number@7.0.0 --no-audit --no-fund'], {
+    const args = ['run', '--runtime', 'preload', '--workspace', ws, '--session', 'preload', '--policy', openNetworkPolicy(world), '--', 'npm install is-number@7.0.0 --no-audit --no-fund'];
+    const result = await brokeredShell(world, args, {
       cwd: ws,
       env: npmEnv(),
     });

@@ -10,6 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GIT_IDENTITY, brokeredShell, describeRun, makeWorld, onlyTurn, removeWorld, type World } from './run-helpers.js';
+import { runtimeArgs } from './preload-helpers.js';
 
 const IDENTITY = GIT_IDENTITY;
 let world: World | undefined;
@@ -29,7 +30,7 @@ async function repoWithChange(): Promise<World> {
 describe('git stash in the sandbox', () => {
   it.each(['seccomp', 'preload'])('%s: stash and pop run without a question, and the work comes back', async (runtime) => {
     world = await repoWithChange();
-    const result = await brokeredShell(world, ['run', '--runtime', runtime, '--session', `stash-${runtime}`, '--', 'git stash -q && cat notes.txt && git stash pop -q'], {
+    const result = await brokeredShell(world, ['run', ...runtimeArgs(world, runtime), '--session', `stash-${runtime}`, '--', 'git stash -q && cat notes.txt && git stash pop -q'], {
       env: IDENTITY,
     });
     expect(result.status, describeRun(result)).toBe(0);

@@ -10,6 +10,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { GIT_IDENTITY, brokeredShell, describeRun, makeWorld, removeWorld, run, type World } from './run-helpers.js';
+import { runtimeArgs } from './preload-helpers.js';
 
 const IDENTITY = GIT_IDENTITY;
 let world: World | undefined;
@@ -83,7 +84,7 @@ describe('git directories beyond .git/config and .git/hooks', () => {
       'echo "ref: refs/heads/main" > .git/refs/stage/sub/HEAD',
       'ln -s .git/refs/stage/sub sub',
     ].join(' && ');
-    const result = await brokeredShell(world, ['run', '--runtime', runtime, '--session', `into-${runtime}`, '--', command]);
+    const result = await brokeredShell(world, ['run', ...runtimeArgs(world, runtime), '--session', `into-${runtime}`, '--', command]);
     expect(result.status, describeRun(result)).toBe(77);
     expect(result.stderr).toContain(`brokered-shell: needs approval: write ${path.join(world.ws, 'sub')} by link`);
     expect(result.stderr).toContain('would be a symlink into a git directory');

@@ -12,11 +12,12 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobOf, brokeredShell, describeRun, entryFor, makeWorld, onlyTurn, removeWorld, type CliOptions, type World } from './run-helpers.js';
+import { runtimeArgs } from './preload-helpers.js';
 
 const RUNTIMES = ['seccomp', 'preload'] as const;
 
 function runIn(world: World, runtime: string, session: string, command: string, options: CliOptions = {}) {
-  return brokeredShell(world, ['run', '--runtime', runtime, '--workspace', world.ws, '--session', session, '--', command], options);
+  return brokeredShell(world, ['run', ...runtimeArgs(world, runtime), '--workspace', world.ws, '--session', session, '--', command], options);
 }
 
 /** One line, answered, on the broker's socket, from this (the test's) process. */

@@ -14,6 +14,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ASK_PY, ST, brokeredShell, caseStatuses, describeRun, makeWorld, removeWorld, type CliRun, type World } from './run-helpers.js';
+import { runtimeArgs } from './preload-helpers.js';
 
 const EACCES = 13;
 const X86_64 = process.arch === 'x64';
@@ -121,7 +122,7 @@ async function runIn(runtime: 'seccomp' | 'preload'): Promise<Ran> {
     'find . -perm /6000 ! -type d | sed "s/^/tmp-set-id /"',
     'find . -type d -name "shared*" -printf "tmp-dir %f %m\\n"',
   ].join('\n');
-  const result = await brokeredShell(world, ['run', '--runtime', runtime, '--workspace', ws, '--session', `set-id-${runtime}`, '--', script], { cwd: ws });
+  const result = await brokeredShell(world, ['run', ...runtimeArgs(world, runtime), '--workspace', ws, '--session', `set-id-${runtime}`, '--', script], { cwd: ws });
   return {
     result,
     statuses: caseStatuses(result.out),

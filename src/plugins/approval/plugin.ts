@@ -109,6 +109,17 @@ export class ApprovalPlugin implements BrokerPlugin {
     });
   }
 
+  /**
+   * Runs `ask` in the queue of questions, after the one being answered: a plugin that asks
+   * a person about something else than a path (NetworkPlugin: a connection) puts its
+   * questions in the same line, so two never share the terminal.
+   */
+  oneAtATime<T>(ask: () => Promise<T>): Promise<T> {
+    const turn = this.#queue.then(ask);
+    this.#queue = turn.catch(() => undefined);
+    return turn;
+  }
+
   /** The blocks kept so far (optionally of one tool call), merged per path, access and operation. */
   blocks(filter: BlockFilter = {}): PromptBlock[] {
     return this.#blocks.list(filter);

@@ -8,7 +8,7 @@ import {
   type BrokerPlugin,
   type Origin,
 } from '../../core/index.js';
-import type { BackupEntry } from '../../backup/manifest-schema.js';
+import { connectionEntrySchema, type BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '../../backup/session-store.js';
 import { durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
@@ -164,7 +164,9 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       // failed, and with it the change): there is nothing to commit and nothing lost.
       const store = await this.store(broker).catch(() => undefined);
       if (!store?.hasTurn(turn.id)) return;
-      const manifest = await store.commitTurn(turn.id, turn.message ?? '');
+      // The turn's connections (NetworkPlugin) are kept with it; a list that does not check is left out.
+      const connections = z.array(connectionEntrySchema).safeParse(turn.facts.connections ?? []);
+      const manifest = await store.commitTurn(turn.id, turn.message ?? '', {}, connections.success ? { connections: connections.data } : {});
       // A file over the size cap under `oversize: skip` has an entry but no content: not a backup.
       const unsaved = manifest.files.filter((file) => file.skipped === 'too-large').map((file) => file.path);
       // A FIFO, socket or device the turn removed or changed is recorded so it can be made again: a backup too.
