@@ -8,6 +8,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAKE_SECRETS, MARKER, READABLE, homeEnv, makeFakeHome } from './read-policy-helpers.js';
+import { runtimeArgs } from './preload-helpers.js';
 import { ASK_PY, ST, brokeredShell, caseStatuses, deniedLines, describeRun, makeWorld, removeWorld, type CliRun, type World } from './run-helpers.js';
 
 let world: World;
@@ -32,7 +33,7 @@ function cli(args: readonly string[], extra: NodeJS.ProcessEnv = {}): Promise<Cl
   return brokeredShell(world, args, homeEnv(home, extra));
 }
 
-const runIn = (script: string, runtime: 'seccomp' | 'preload' = 'seccomp') => cli(['run', '--runtime', runtime, '--workspace', world.ws, '--', script]);
+const runIn = (script: string, runtime: 'seccomp' | 'preload' = 'seccomp') => cli(['run', ...runtimeArgs(world, runtime), '--workspace', world.ws, '--', script]);
 
 beforeAll(async () => {
   world = await makeWorld('read-policy');
