@@ -27,7 +27,7 @@ import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MakeNode, type M
 import { restoreTurn, rewindTurns, type RestoreContext, type RestoreOptions, type RestoreReport, type RewindReport } from './restore.js';
 import {
   DEFAULT_BACKUP_SETTINGS,
-  DEFAULT_DURABILITY,
+  STORE_DURABILITY_UNSET,
   FILE_BACKUP_MAX_SIZE_MB,
   durabilitySchema,
   maxBytesOf,
@@ -49,7 +49,7 @@ export interface OpenStoreOptions {
   clock?: () => Date;
   /** Try reflink copies first (default true). */
   reflink?: boolean;
-  /** When backups become durable: before each is acknowledged, or at the turn's commit (see settings.ts). Default 'each'. */
+  /** When backups become durable: before each is acknowledged, or at the turn's commit (see settings.ts). Default STORE_DURABILITY_UNSET. */
   durability?: Durability;
   /** Test seam for blob writes. */
   faults?: BlobFaults;
@@ -180,7 +180,7 @@ export class SessionBackupStore {
     this.root = root;
     this.layout = storeLayout(root);
     this.blobs = new BlobStore(this.layout, { reflink: options.reflink ?? true, faults: options.faults });
-    this.durability = options.durability ?? DEFAULT_DURABILITY;
+    this.durability = options.durability ?? STORE_DURABILITY_UNSET;
     this.#log = (options.logger ?? silentLogger()).child({ sessionId: options.sessionId });
     this.#clock = options.clock ?? (() => new Date());
     this.#xattrs = options.metadata?.xattrs;

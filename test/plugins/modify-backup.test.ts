@@ -207,6 +207,12 @@ describe('ModifyBackupPlugin', () => {
     expect((await plugin.store(broker)).durability).toBe(durability);
   });
 
+  it("opens the store with durability 'turn' when none is given: backups are synced once, at the commit", async () => {
+    const plugin = new ModifyBackupPlugin({ home });
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), plugin);
+    expect((await plugin.store(broker)).durability).toBe('turn');
+  });
+
   it('refuses an unknown durability', () => {
     expect(() => new ModifyBackupPlugin({ home, durability: 'sometimes' as 'each' })).toThrow(/durability/);
   });

@@ -10,7 +10,7 @@ import {
 } from '../../core/index.js';
 import type { BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '../../backup/session-store.js';
-import { durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
+import { DEFAULT_DURABILITY, durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
 import { recordPlan, type ExemptFrom, type RecordPlan } from './affected-files.js';
@@ -31,7 +31,7 @@ export const modifyBackupOptionsSchema = z.strictObject({
   fileBackupMaxSizeMB: z.number().optional(),
   oversize: z.enum(['deny', 'skip']).optional(),
   /** A store option, not an enable-command setting: fixed for the session (see backup/settings.ts). */
-  durability: durabilitySchema.optional(),
+  durability: durabilitySchema.default(DEFAULT_DURABILITY),
 });
 export type ModifyBackupOptions = z.input<typeof modifyBackupOptionsSchema>;
 
@@ -84,7 +84,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
         sessionId: broker.sessionId,
         logger: broker.log,
       });
-      if (durability) options.durability = durability;
+      options.durability = durability;
       options.settings = settings;
       this.#store = SessionBackupStore.open(options);
       this.#store.catch(() => {
