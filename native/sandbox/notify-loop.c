@@ -341,6 +341,12 @@ void bsh_refuse_pending(int listener) {
 
 int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int sigfd) {
   struct loop L = {.cfg = cfg, .listener = listener, .child = child, .ch = {.fd = cfg->broker_fd}};
+  /*
+   * Where the kernel has it (6.6+), a target entering a notified call hands its CPU to this
+   * loop instead of waking it on another one: ≈ 2 µs a round trip rather than 20–50. An
+   * older kernel refuses the flag (EINVAL, ENOTTY): the loop works the same, only slower.
+   */
+  (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, 0);
   if (init_buffers() != 0) {
     fprintf(stderr, "%s: cannot size seccomp notifications\n", BSH_NAME);
     bsh_kill_descendants(listener);

@@ -56,6 +56,14 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
         detail: kernel.seccompWaitKillableRecv ? 'available' : note('killable'),
         required: true,
       },
+      {
+        name: 'seccomp synchronous wake-up',
+        ok: kernel.seccompSyncWakeUp,
+        detail: kernel.seccompSyncWakeUp
+          ? 'available: a notified call hands its CPU to the supervisor (≈ 2 µs a round trip)'
+          : `${note('sync_wake_up')}: the supervisor is woken on another CPU (slower, Linux 6.6+ has it)`,
+        required: false,
+      },
       { name: 'openat2', ok: kernel.openat2, detail: kernel.openat2 ? 'available' : note('openat2'), required: true },
       { name: 'pidfd_getfd', ok: kernel.pidfdGetfd, detail: kernel.pidfdGetfd ? 'available' : note('pidfd'), required: true },
       { name: 'fchmodat2', ok: kernel.fchmodat2, detail: kernel.fchmodat2 ? 'available' : note('fchmodat2'), required: true },
