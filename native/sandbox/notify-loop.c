@@ -83,9 +83,9 @@ static void call_free(struct bsh_call *c) {
 }
 
 /* Performs the operation and answers: an injected fd for opens (atomically, ADDFD_FLAG_SEND). */
-static void finish(struct loop *L, struct bsh_call *c, const char *path, const char *to) {
+static void finish(struct loop *L, struct bsh_call *c, const char *path, const char *to, const char *aside) {
   int fd = -1;
-  int rc = bsh_perform(c, path, to, &fd);
+  int rc = bsh_perform(c, path, to, aside, &fd);
   if (rc == 0 && c->op == BSH_OP_OPEN) {
     struct seccomp_notif_addfd add = {
         .id = c->notif_id,
@@ -183,7 +183,7 @@ static int on_notification(struct loop *L) {
   case BSH_ACT_ERRNO: respond(L->listener, c->notif_id, -c->err, 0); break;
   case BSH_ACT_DONE: respond(L->listener, c->notif_id, 0, 0); break;
   case BSH_ACT_CONTINUE: respond(L->listener, c->notif_id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE); break;
-  case BSH_ACT_DIRECT: finish(L, c, c->path, c->to); break;
+  case BSH_ACT_DIRECT: finish(L, c, c->path, c->to, NULL); break;
   case BSH_ACT_ASK: {
     int rc = send_pending(L, c);
     if (rc == 0) return 0; /* owned by the pending table now */
@@ -244,10 +244,11 @@ static int act_on_answer(struct loop *L, struct bsh_call *c, const struct bsh_an
   if (a->err != 0) {
     respond(L->listener, c->notif_id, a->err > 0 && a->err < 4096 ? -a->err : -EACCES, 0);
   } else if (a->path_len == 0 || a->path[0] != '/' || needs_to != (a->to_len > 0) ||
-             (needs_to && a->to[0] != '/')) {
+             (needs_to && a->to[0] != '/') ||
+             (a->aside_len > 0 && (a->aside[0] != '/' || (c->op != BSH_OP_UNLINK && c->op != BSH_OP_RENAME)))) {
     respond(L->listener, c->notif_id, -EACCES, 0); /* an "allow" without usable paths */
   } else {
-    finish(L, c, a->path, a->to);
+    finish(L, c, a->path, a->to, a->aside_len > 0 ? a->aside : NULL);
   }
   call_free(c);
   return 0;

@@ -275,7 +275,8 @@ bool bsh_leaves_scratch(const struct bsh_config *cfg, const struct bsh_call *c, 
 enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, struct bsh_call *c);
 
 /* --- onbehalf.c --- */
-int bsh_perform(const struct bsh_call *c, const char *path, const char *to, int *out_fd);
+/* `aside`: NULL, or where an unlink's file or a rename's replaced file is moved instead of deleted. */
+int bsh_perform(const struct bsh_call *c, const char *path, const char *to, const char *aside, int *out_fd);
 
 /* --- broker-channel.c --- */
 struct bsh_channel {
@@ -290,7 +291,9 @@ struct bsh_answer {
   int32_t err;
   char path[BSH_PATH_MAX];
   char to[BSH_PATH_MAX];
-  size_t path_len, to_len;
+  /* Where the file an unlink removes or a rename replaces goes instead (a blob in the store); empty: deleted as usual. */
+  char aside[BSH_PATH_MAX];
+  size_t path_len, to_len, aside_len;
 };
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c);
 int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id);

@@ -1,13 +1,14 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { BigIntStats } from 'node:fs';
+import { lstatSync, type BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
+import { readForAside, storePlaceOf, type HeldForWriting, type StorePlace } from './aside.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
 import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
 import { errorCode, fileTypeOf, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
-import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
+import { blobRelativePath, sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type DamagedTurn, type TurnRecord } from './manifest-io.js';
 import {
@@ -90,6 +91,17 @@ interface Accept {
    * it is written now (the page cache outlives a killed process) and the commit syncs it.
    */
   durable: boolean;
+  /** The change removes or replaces the file and its performer can move it into the store (aside.ts): keep it whole where that is exact. */
+  aside?: boolean;
+}
+
+/** A backup kept whole: the blob its performer moves the file to, and what the settling checks. */
+export interface KeptAside {
+  entry: BackupEntry;
+  /** Absolute path of the blob the file is to be moved to. */
+  into: string;
+  /** Runs once the performer is done: the blob is there, or the file (unchanged) is copied into it. */
+  settle: () => Promise<void>;
 }
 
 /**
@@ -169,6 +181,11 @@ export class SessionBackupStore {
   readonly #xattrs: XattrAccess | undefined;
   readonly #setTimesNs: SetTimesNs;
   readonly #makeNode: MakeNode | undefined;
+  readonly #heldForWriting: HeldForWriting | undefined;
+  /** The store's file system and mount: only a file on them can be moved in (set when the store opens). */
+  #place: StorePlace | undefined;
+  /** Entries kept whole, waiting for their performer (see backupAside). */
+  readonly #asides = new WeakMap<TurnEntry, { into: string; sha256: string; file: string; seen: BigIntStats }>();
   #settings: BackupSettings = DEFAULT_BACKUP_SETTINGS;
   readonly #turns = new Map<string, Promise<OpenTurn>>();
   readonly #pending = new Map<string, Promise<TurnEntry | undefined>>();
@@ -186,6 +203,7 @@ export class SessionBackupStore {
     this.#xattrs = options.metadata?.xattrs;
     this.#setTimesNs = options.metadata?.setTimesNs ?? setTimesNsWithTouch;
     this.#makeNode = options.metadata?.makeNode;
+    this.#heldForWriting = options.metadata?.heldForWriting;
     if (options.settings !== undefined) this.configure(options.settings);
   }
 
@@ -206,6 +224,7 @@ export class SessionBackupStore {
       // A new session's three directories cost one sync of its root, not one each.
       await mkdirChildrenPrivate(store.layout.root, [blobs, turns, tmp]);
       for (const dir of [store.layout.root, blobs, turns, tmp]) await fs.chmod(dir, 0o700);
+      store.#place = storePlaceOf(blobs);
       await store.#removeStaleTemps();
       // Tidying only (readers ignore them): never a reason to refuse the store.
       await removeStaleJournals(store.layout, sessionId).catch(() => undefined);
@@ -285,6 +304,40 @@ export class SessionBackupStore {
   async backup(file: string, options: BackupOptions): Promise<BackupEntry | undefined> {
     if (!this.enabled) return undefined;
     return this.#backupWith(file, options, { maxBytes: this.maxBytes, oversize: this.#settings.oversize });
+  }
+
+  /**
+   * Back up `file` before a change that removes or replaces it (an unlink, a rename over
+   * it), made by a performer that can move it into the store instead (the kernel
+   * supervisor): where that is exact (aside.ts) the entry names the blob its hash gives, no
+   * byte is copied and the size cap does not apply; the performer moves the file to `into`
+   * and `settle` must run once it is done (before any other change to it). Otherwise this
+   * is `backup` (a copy; `into` absent). Undefined when `backup` would be.
+   */
+  async backupAside(file: string, options: BackupOptions): Promise<KeptAside | BackupEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits, durable: this.#durable, aside: true });
+    if (!entry || isStructureEntry(entry)) return undefined;
+    const kept = this.#asides.get(entry);
+    if (!kept) return entry;
+    this.#asides.delete(entry);
+    return { entry, into: kept.into, settle: () => this.#settleAside(kept) };
+  }
+
+  /** The performer is done: its blob is there, or (the file still unchanged where it was) it is copied in now. */
+  async #settleAside(kept: { into: string; sha256: string; file: string; seen: BigIntStats }): Promise<void> {
+    if (await this.blobs.settleAside(kept.sha256, this.#durable)) return;
+    const now = lstatNowOrUndefined(kept.file);
+    if (!now || now.dev !== kept.seen.dev || now.ino !== kept.seen.ino) {
+      this.#log.error({ phase: 'backup', file: { path: kept.file }, blob: kept.into }, 'the old version of a file kept whole is neither in the store nor where it was');
+      return;
+    }
+    // The change did not happen (refused, or its caller gone): the file stays, and its copy becomes the blob.
+    const stored = await this.blobs.snapshot(kept.file, now, Number.MAX_SAFE_INTEGER, { sync: this.#durable });
+    if (stored.sha256 !== kept.sha256) {
+      this.#log.error({ phase: 'backup', file: { path: kept.file }, expected: kept.sha256, found: stored.sha256 }, 'a file kept whole changed before its change was dropped');
+    }
   }
 
   async #backupWith(file: string, options: BackupOptions, limits: Limits): Promise<BackupEntry | undefined> {
@@ -383,26 +436,62 @@ export class SessionBackupStore {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot read link ${file}: ${messageOf(error)}`, { cause: error });
       });
       entry = this.#build(base, stats, { kind: 'symlink', sha256: null, blob: null, xattrs: null, linkTarget });
-    } else if (stats.size > BigInt(limits.maxBytes)) {
-      entry = this.#oversize(base, stats, limits);
     } else {
-      try {
-        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
-        syncName = stored.syncName;
-        const xattrs = this.#readXattrs(file);
-        entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
-      } catch (error) {
-        if (!(error instanceof SourceTooLarge)) throw error;
-        // It grew past the cap while we copied it: judge it by its current size.
-        const grown = await lstatOrUndefined(file);
-        if (!grown?.isFile()) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} changed during backup`, { cause: error });
-        entry = this.#oversize(base, grown, limits);
+      // Kept whole where the change lets it (no byte written, no cap), else copied: cloned
+      // first, whatever its size; a real copy only up to the cap.
+      const kept = accept.aside ? await this.#keepWhole(base, stats, accept) : undefined;
+      if (kept) entry = kept;
+      else {
+        try {
+          const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
+          syncName = stored.syncName;
+          const xattrs = this.#readXattrs(file);
+          entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
+        } catch (error) {
+          if (!(error instanceof SourceTooLarge)) throw error;
+          // Over the cap and not clonable (or it grew past the cap while we copied it): judge it by its current size.
+          const grown = await lstatOrUndefined(file);
+          if (!grown?.isFile()) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} changed during backup`, { cause: error });
+          entry = this.#oversize(base, grown, limits);
+        }
       }
     }
     // The blob's directory sync (its name) runs with the journal line's: both before the entry counts.
     await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: syncName });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
+  }
+
+  /** The entry of a regular file its performer moves into the store, or undefined when it must be copied (why is logged). */
+  async #keepWhole(base: EntryBase, stats: BigIntStats, accept: Accept): Promise<BackupEntry | undefined> {
+    if (this.#place === undefined) return undefined;
+    this.#checkWhole();
+    const read = await readForAside(base.path, stats, this.#place, this.#heldForWriting, accept.durable);
+    if (!read.ok) {
+      this.#log.debug({ phase: 'backup', file: { path: base.path }, why: read.why }, 'copied, not kept whole');
+      return undefined;
+    }
+    const into = await this.blobs.prepareAside(read.sha256, accept.durable);
+    const entry = this.#build(base, read.stats, { kind: 'file', sha256: read.sha256, blob: blobRelativePath(read.sha256), xattrs: this.#readXattrs(base.path) });
+    this.#asides.set(entry, { into, sha256: read.sha256, file: base.path, seen: read.stats });
+    return entry;
+  }
+
+  /**
+   * A backup that writes no blob (one kept whole, a metadata or rename record) still needs
+   * the whole store: a store with a directory gone or replaced takes no backup at all, as
+   * a copy would fail in it, so what it records is never half there.
+   */
+  #checkWhole(): void {
+    for (const dir of [this.layout.blobs, this.layout.tmp, this.layout.turns]) {
+      let whole = false;
+      try {
+        whole = lstatSync(dir).isDirectory();
+      } catch {
+        // gone
+      }
+      if (!whole) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup store ${this.root} is damaged: ${dir} is not a directory`);
+    }
   }
 
   /**

@@ -8,6 +8,7 @@ import {
   type ClientPayload,
   type ControlPayload,
   type ControlResult,
+  type Handover,
   type RequestContext,
   type ResolvedRequest,
   type Turn,
@@ -212,7 +213,7 @@ export class Broker {
     const requestId = `r${++this.#sequence}`;
     const parsed = brokerRequestSchema.safeParse(input);
     const request = parsed.success ? parsed.data : undefined;
-    const context = new Context(requestId, this, request);
+    const context = new Context(requestId, this, request, options.holdUntil !== undefined);
     if (!parsed.success) {
       const message = issueLines(parsed.error, 'request').join('; ');
       const decision: Decision = { verdict: 'deny', reason: message, source: 'core' };
@@ -222,7 +223,10 @@ export class Broker {
     const modifies = valid.targets.some((target) => target.access !== 'read');
     const approved = new Set<string>();
     const attempt = () => this.#attempt(valid, context, approved);
-    const run = () => (modifies ? this.#exclusively(attempt, options.holdUntil, (done) => done.outcome.ok) : attempt());
+    // After an allow, the changes behind this one wait until its caller is done with it and
+    // what plugins asked to run then has run.
+    const holdAfter = (done: Attempt) => (options.holdUntil && done.outcome.ok ? context.afterPerformed(options.holdUntil) : undefined);
+    const run = () => (modifies ? this.#exclusively(attempt, holdAfter) : attempt());
     let result = await run();
     for (let round = 1; result.prompt && round <= MAX_APPROVAL_ROUNDS; round += 1) {
       const answer = await this.#ask(result.prompt, round, context);
@@ -240,10 +244,10 @@ export class Broker {
     await this.hooks.close.promise();
   }
 
-  /** Runs `task` after every modifying request before it; the ones after it also wait for `holdUntil` when `holds` says so. */
-  #exclusively<T>(task: () => Promise<T>, holdUntil?: Promise<void>, holds?: (value: T) => boolean): Promise<T> {
+  /** Runs `task` after every modifying request before it; the ones after it also wait for what `holdAfter` returns. */
+  #exclusively<T>(task: () => Promise<T>, holdAfter?: (value: T) => Promise<void> | undefined): Promise<T> {
     const result = this.#exclusive.then(task, task);
-    this.#exclusive = result.then((value) => (holdUntil && (!holds || holds(value)) ? holdUntil : undefined)).catch(() => undefined);
+    this.#exclusive = result.then((value) => holdAfter?.(value)).catch(() => undefined);
     return result;
   }
 
@@ -304,6 +308,8 @@ export class Broker {
     if (outcome.grant !== undefined) done.grant = outcome.grant;
     if (outcome.result !== undefined) done.result = outcome.result;
     if (outcome.error !== undefined) done.error = outcome.error;
+    const handover = (context as Context).handover;
+    if (outcome.ok && handover?.aside !== undefined) done.handover = { aside: handover.aside };
     done.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
     try {
       await this.hooks.requestDone.promise(done, context);
@@ -373,15 +379,31 @@ export class Broker {
  */
 class Context implements RequestContext {
   readonly state = new Map<symbol | string, unknown>();
+  readonly handover: Handover | undefined;
+  readonly whenPerformed: ((task: () => Promise<void>) => void) | undefined;
   readonly #request: BrokerRequest | undefined;
+  readonly #afterPerformed: Array<() => Promise<void>> = [];
   #log: Logger | undefined;
 
   constructor(
     readonly requestId: string,
     readonly broker: Broker,
     request: BrokerRequest | undefined,
+    callerPerforms: boolean,
   ) {
     this.#request = request;
+    if (callerPerforms) {
+      this.handover = {};
+      this.whenPerformed = (task) => void this.#afterPerformed.push(task);
+    }
+  }
+
+  /** Settles once `performed` has and every task registered with whenPerformed has run, in order. */
+  async afterPerformed(performed: Promise<void>): Promise<void> {
+    await performed;
+    for (const task of this.#afterPerformed.splice(0)) {
+      await task().catch((error: unknown) => this.log.error({ phase: 'broker', err: error }, 'a task after the change failed'));
+    }
   }
 
   get log(): Logger {

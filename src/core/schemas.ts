@@ -67,6 +67,11 @@ export const requestOptionsSchema = z.strictObject({
   followSymlinks: z.boolean().optional(),
   /** open(2) flags, for kernel-originated opens. */
   openFlags: z.number().int().optional(),
+  /**
+   * The caller performs the change itself and can move the file it removes or replaces to
+   * where the broker says (`Outcome.handover`) instead of deleting it (the kernel supervisor).
+   */
+  movesAside: z.boolean().optional(),
   /** For touch: the times to set (seconds since the epoch); now when absent. */
   atime: z.number().optional(),
   mtime: z.number().optional(),
@@ -171,5 +176,7 @@ export interface Outcome {
   grant?: Grant;
   result?: HostOpResult;
   error?: OutcomeError;
+  /** For a caller that performs the change itself: what a plugin arranged (see Handover in hooks.ts). */
+  handover?: { aside?: { role: TargetRole; into: string } };
   durationMs: number;
 }

@@ -29,6 +29,12 @@ export interface RecordPlan {
   parents: string[];
   /** Paths left out of the record because an `exempt` tap named them (parents not included), with the name. */
   exempted: Array<{ path: string; by: string }>;
+  /**
+   * The regular file of `content` that the change itself removes or replaces (an unlink's
+   * path, the `to` of a rename over a file), with its role: a performer that can move it
+   * into the store keeps it whole instead of having it copied.
+   */
+  victim?: { role: 'path' | 'to'; path: string };
 }
 
 /**
@@ -69,6 +75,8 @@ export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom)
     // Names are added or removed in the parent: a new path, a deletion, either end of a rename.
     if (target.kind === 'absent' || target.access === 'delete' || request.operation === 'rename') record.parents(dirname(file));
   }
+  const victim = victimOf(request, targets);
+  if (victim && plan.content.includes(victim.path)) plan.victim = victim;
   if (request.operation === 'rename' && from?.kind === 'directory' && to && to.kind !== 'file' && to.kind !== 'symlink' && !(outside(from.resolved) && outside(to.resolved))) {
     // The whole tree leaves `from` and appears under `to` (which is absent, or an empty directory it replaces).
     const tree = await walkInto(from.resolved, record);
@@ -86,6 +94,22 @@ export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom)
     }
   }
   return plan;
+}
+
+/** The file a plain unlink or a rename removes or replaces by its name alone (a recursive or trashing delete is the host's own walk). */
+function victimOf(request: ResolvedRequest['request'], targets: ResolvedRequest['targets']): RecordPlan['victim'] {
+  if (request.operation === 'delete' && !request.options.recursive && request.options.deleteMode !== 'trash') {
+    const target = targets.find((t) => t.role === 'path');
+    return target?.kind === 'file' && (target.links ?? 1) === 1 ? { role: 'path', path: target.resolved } : undefined;
+  }
+  if (request.operation === 'rename') {
+    const from = targets.find((t) => t.role === 'from');
+    const to = targets.find((t) => t.role === 'to');
+    // Two names of one file: the rename changes nothing, so nothing is removed.
+    if (!from || !to || to.kind !== 'file' || from.kind === 'directory' || (to.links ?? 1) !== 1) return undefined;
+    return { role: 'to', path: to.resolved };
+  }
+  return undefined;
 }
 
 type Recorder = Record<'content' | 'directories' | 'created' | 'parents', (path: string) => void>;

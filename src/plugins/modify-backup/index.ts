@@ -7,6 +7,7 @@ import {
   type Broker,
   type BrokerPlugin,
   type Origin,
+  type RequestContext,
 } from '../../core/index.js';
 import type { BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '../../backup/session-store.js';
@@ -130,8 +131,10 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       // Object.assign, not `{ ...as, sync }`: Node 20's V8 pays a runtime call per field after a spread.
       const unsynced = Object.assign({}, as, { sync: false });
       for (const path of plan.parents) await store.recordDirectory(path, unsynced);
+      // The file the change removes or replaces goes to the store whole when its performer can move it there.
+      const aside = request.options.movesAside === true && context.handover && context.whenPerformed ? plan.victim : undefined;
       for (const path of plan.content) {
-        const entry = await store.backup(path, as);
+        const entry = aside?.path === path ? await this.#keepAside(store, path, aside.role, as, context) : await store.backup(path, as);
         if (broker.log.isLevelEnabled('info')) log().info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
         if (entry) {
           this.#publish(broker, entry, {
@@ -214,6 +217,15 @@ export class ModifyBackupPlugin implements BrokerPlugin {
         exempted: turn.facts.exempted ?? {},
       };
     });
+  }
+
+  /** A backup its performer completes by moving the file into the store; the copy when it cannot. */
+  async #keepAside(store: SessionBackupStore, path: string, role: 'path' | 'to', as: BackupOptions, context: RequestContext): Promise<BackupEntry | undefined> {
+    const kept = await store.backupAside(path, as);
+    if (!kept || !('into' in kept)) return kept;
+    if (context.handover) context.handover.aside = { role, into: kept.into };
+    context.whenPerformed?.(kept.settle);
+    return kept.entry;
   }
 
   /** Paths of the open turn an exempt tap kept out of it, by the tap's name: counted at the commit, never listed. */
