@@ -8,6 +8,8 @@ import {
   MANIFEST_VERSION,
   backupEntrySchema,
   describeIssues,
+  STRUCTURE_KINDS,
+  followsFor,
   isStructureEntry,
   isoSchema,
   structureEntrySchema,
@@ -70,7 +72,7 @@ export function journalHeaderOf(manifest: TurnManifest): JournalHeader {
 
 /** The schema a journal line of this kind must satisfy. */
 function lineSchemaFor(kind: unknown): z.ZodType<TurnEntry> {
-  return kind === 'absent' || kind === 'directory' || kind === 'special' ? structureEntrySchema : backupEntrySchema;
+  return typeof kind === 'string' && STRUCTURE_KINDS.has(kind) ? structureEntrySchema : backupEntrySchema;
 }
 
 /** One entry as its journal line, validated on its own (never the whole turn). */
@@ -190,7 +192,7 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
 
   const files: BackupEntry[] = [];
   const structure: StructureEntry[] = [];
-  const seen = new Set<string>();
+  const seen = new Map<string, TurnEntry>();
   let wholeBytes = headerLine.end + 1;
   let ignored: ParsedJournal['ignored'];
   for (let i = 1; i < lines.length; i++) {
@@ -204,8 +206,9 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
       }
       throw damaged(`line ${i + 1}: ${entry.reason}`);
     }
-    if (seen.has(entry.value.path)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
-    seen.add(entry.value.path);
+    const earlier = seen.get(entry.value.path);
+    if (earlier && !followsFor(earlier, entry.value)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
+    seen.set(entry.value.path, entry.value);
     if (isStructureEntry(entry.value)) structure.push(entry.value);
     else files.push(entry.value);
     wholeBytes = line.end + 1;

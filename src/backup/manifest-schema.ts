@@ -165,15 +165,46 @@ export const specialEntrySchema = z.strictObject({
 });
 export type SpecialEntry = z.infer<typeof specialEntrySchema>;
 
+/**
+ * A regular file's mode, owner, times and xattrs before the turn changed only those (chmod,
+ * chown, touch, an xattr): its content was not kept, for the change left it as it was. If
+ * the turn then changes the content too, a content entry (`files`) follows for the same
+ * path, taken before that change: a rewind takes the bytes from it and the metadata from
+ * this one. Without one, a rewind puts the metadata back on the file that is there.
+ */
+export const metadataEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('metadata'),
+  size: sizeSchema,
+  ...metadataFields,
+  xattrs: xattrMapSchema.nullable(),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type MetadataEntry = z.infer<typeof metadataEntrySchema>;
+
 /** The entries of a turn that hold no content: see `TurnManifest.structure`. */
-export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema]);
+export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema, metadataEntrySchema]);
 export type StructureEntry = z.infer<typeof structureEntrySchema>;
+
+/** The kinds of structure entries (journal lines of these kinds are read with structureEntrySchema). */
+export const STRUCTURE_KINDS: ReadonlySet<string> = new Set(['absent', 'directory', 'special', 'metadata']);
 
 /** Any entry of a turn: one path's state before the turn. */
 export type TurnEntry = BackupEntry | StructureEntry;
 
 export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
-  return entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special';
+  return STRUCTURE_KINDS.has(entry.kind);
+}
+
+/**
+ * Whether `later` may be recorded for a path `earlier` holds already: only a content
+ * entry after a metadata one (the turn changed the file's metadata first, then its bytes).
+ */
+export function followsFor(earlier: TurnEntry, later: TurnEntry): boolean {
+  return earlier.kind === 'metadata' && (later.kind === 'file' || later.kind === 'symlink');
 }
 
 export const turnKindSchema = z.enum(['turn', 'restore']);
@@ -201,11 +232,30 @@ export const turnManifestSchema = z
     structure: z.array(structureEntrySchema).optional(),
   })
   .refine((m) => {
-    const paths = new Set(m.files.map((f) => f.path));
+    // A content entry may follow a metadata entry of the same path (followsFor); nothing else repeats.
+    const metadata = new Set((m.structure ?? []).filter((e) => e.kind === 'metadata').map((e) => e.path));
+    const paths = new Set<string>();
     for (const entry of m.structure ?? []) paths.add(entry.path);
-    return paths.size === m.files.length + (m.structure?.length ?? 0);
+    let repeats = 0;
+    for (const file of m.files) {
+      if (!paths.has(file.path)) paths.add(file.path);
+      else if (metadata.has(file.path)) repeats += 1;
+      else return false;
+    }
+    return paths.size + repeats === m.files.length + (m.structure?.length ?? 0);
   }, 'a path appears twice in one turn');
 export type TurnManifest = z.infer<typeof turnManifestSchema>;
+
+/**
+ * The files a turn keeps something of, each once: with their content (but those over the
+ * cap, when `unsaved` is left out), special files, and files whose metadata alone it kept.
+ */
+export function keptFileCount(manifest: Pick<TurnManifest, 'files' | 'structure'>, options: { unsaved?: boolean } = {}): number {
+  const withContent = new Set(manifest.files.map((file) => file.path));
+  const others = (manifest.structure ?? []).filter((entry) => entry.kind === 'special' || (entry.kind === 'metadata' && !withContent.has(entry.path))).length;
+  const files = options.unsaved === false ? manifest.files.filter((file) => file.skipped !== 'too-large').length : manifest.files.length;
+  return files + others;
+}
 
 /** Every entry of a turn, content first, in the order each list recorded them. */
 export function turnEntries(manifest: TurnManifest): TurnEntry[] {

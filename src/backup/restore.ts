@@ -8,7 +8,8 @@ import type { BlobStore } from './blob-store.js';
 import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, stateDifference } from './file-state.js';
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
-import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type SpecialEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
+import type { AfterState, BackupEntry, DirectoryEntry, MetadataEntry, SpecialEntry, TurnEntry, TurnManifest } from './manifest-schema.js';
+import { restorableEntries } from './restore-entries.js';
 import { xattrNames, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
 import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
 
@@ -111,6 +112,8 @@ export interface RestoreContext {
   rescueAbsent(file: string, turnId: string): Promise<unknown>;
   /** Record the directory at `file` (mode, owner, times, xattrs) in the rescue turn. */
   rescueDirectory(file: string, turnId: string, options: { sync: boolean }): Promise<unknown>;
+  /** Record the mode, owner, times and xattrs of the file at `file` in the rescue turn (its content stays as it is). */
+  rescueMetadata(file: string, turnId: string): Promise<unknown>;
   /** Make everything recorded in the rescue turn so far durable. */
   syncRescue(turnId: string): Promise<unknown>;
   commitTurn(turnId: string, message: string): Promise<TurnManifest>;
@@ -292,7 +295,7 @@ const depth = (file: string) => file.split('/').length;
 
 /** Entries of the turn, or those at or under `paths`; requested paths that match nothing go to `notInTurn`. */
 async function selectEntries(manifest: TurnManifest, paths: string[] | undefined, notInTurn: string[]): Promise<TurnEntry[]> {
-  const entries = turnEntries(manifest);
+  const entries = restorableEntries(manifest);
   if (paths === undefined) return entries;
   const chosen = new Set<TurnEntry>();
   for (const requested of paths) {
@@ -432,6 +435,17 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
       }
       step.action = 'remove';
       return step;
+    case 'metadata':
+      // Only the metadata was kept: it goes back onto the file that is there, which holds what it held then.
+      if (current.type !== 'file') {
+        throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path}: the turn kept only its mode, owner, times and xattrs, and no regular file is there to put them on`);
+      }
+      // Forced over a change since the turn: only if that change cannot have touched the bytes (the same file, size and mtime).
+      if (forced && !sameBytesLikely(entry.after, current)) {
+        throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path}: it may hold other bytes than when the turn ended, and the turn kept only its metadata`);
+      }
+      step.action = 'metadata';
+      return step;
     case 'directory':
       if (isDirectory) {
         step.action = 'metadata';
@@ -444,6 +458,12 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
       }
       return step;
   }
+}
+
+/** A file that is the same inode, of the same size and mtime as at the commit: nothing wrote its bytes since, as far as can be told without them. */
+function sameBytesLikely(after: AfterState | null, current: AfterState): boolean {
+  if (after?.type !== 'file' || current.type !== 'file') return false;
+  return after.size === current.size && after.mtimeNs === current.mtimeNs && (after.ino === undefined || after.ino === current.ino);
 }
 
 /** Whether a special file of this type can be made (again): devices need root (CAP_MKNOD). */
@@ -485,7 +505,7 @@ function assumeApplied(view: TreeView, plan: Plan): void {
 function restoredItem(step: Step, written: Written = {}): RestoredItem {
   return {
     path: step.entry.path,
-    kind: step.entry.kind,
+    kind: step.entry.kind === 'metadata' ? 'file' : step.entry.kind,
     action: step.action,
     forced: step.forced,
     createdParents: step.createdParents,
@@ -505,7 +525,7 @@ function restoredItem(step: Step, written: Written = {}): RestoredItem {
  */
 async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): Promise<void> {
   const recordedModes = new Map<string, number>();
-  for (const entry of turnEntries(plan.manifest)) if (entry.kind === 'directory') recordedModes.set(entry.path, entry.mode);
+  for (const entry of restorableEntries(plan.manifest)) if (entry.kind === 'directory') recordedModes.set(entry.path, entry.mode);
   const { report, steps } = plan;
   const attempt = async (step: Step, work: () => Promise<void>) => {
     if (step.failed) return;
@@ -562,6 +582,17 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
       const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : entry.kind === 'special' ? await writeSpecial(ctx, entry) : await writeFile(ctx, entry);
       report.restored.push(restoredItem(step, written));
       ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored');
+    });
+  }
+  for (const step of steps) {
+    const { entry } = step;
+    if (entry.kind !== 'metadata') continue;
+    await attempt(step, async () => {
+      // What it is now is kept first, so undoing the restore puts it back.
+      await ctx.rescueMetadata(entry.path, await rescue.open());
+      const written = await restoreFileMetadata(ctx, entry);
+      report.restored.push(restoredItem(step, written));
+      ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored metadata');
     });
   }
   const timesSet = new Set<string>();
@@ -768,6 +799,25 @@ async function restoreDirectory(ctx: RestoreContext, entry: DirectoryEntry, setT
     await handle.close();
   }
   return { xattrs, ...(setTimes ? { timesExact: await restoreTimes(ctx, entry.path, entry) } : {}) };
+}
+
+/**
+ * A file's owner, xattrs, mode and times, the turn having kept no more of it, through a
+ * descriptor of the regular file that is there (never through a symlink swapped in).
+ */
+async function restoreFileMetadata(ctx: RestoreContext, entry: MetadataEntry): Promise<Written> {
+  const handle = await fs.open(entry.path, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
+  let xattrs: Written['xattrs'];
+  try {
+    if (!(await handle.stat()).isFile()) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path} is no longer a regular file`);
+    if (isRoot()) await handle.chown(entry.uid, entry.gid);
+    const present = entry.xattrs === null ? [] : presentXattrs(ctx.xattrs, entry.path);
+    xattrs = restoreXattrs(ctx.xattrs, entry.path, entry.xattrs, present);
+    await handle.chmod(entry.mode);
+  } finally {
+    await handle.close();
+  }
+  return { xattrs, timesExact: await restoreTimes(ctx, entry.path, entry) };
 }
 
 /**

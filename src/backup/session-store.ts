@@ -1,12 +1,12 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { lstatSync, type BigIntStats } from 'node:fs';
-import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { lstatSync, statfsSync, type BigIntStats } from 'node:fs';
+import { BrokerError, ErrorCodes, errnoOf } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { readForAside, storePlaceOf, type HeldForWriting, type StorePlace } from './aside.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
-import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
+import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildMetadataEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
 import { errorCode, fileTypeOf, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { blobRelativePath, sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
@@ -19,6 +19,7 @@ import {
   type AbsentEntry,
   type BackupEntry,
   type DirectoryEntry,
+  type MetadataEntry,
   type SpecialEntry,
   type TurnEntry,
   type TurnKind,
@@ -93,6 +94,10 @@ interface Accept {
   durable: boolean;
   /** The change removes or replaces the file and its performer can move it into the store (aside.ts): keep it whole where that is exact. */
   aside?: boolean;
+  /** The change touches only a regular file's mode, owner, times or xattrs: keep those, not the content. */
+  metadata?: boolean;
+  /** The path's metadata is kept already: only a content entry (a file or symlink) may follow it. */
+  afterMetadata?: boolean;
 }
 
 /** A backup kept whole: the blob its performer moves the file to, and what the settling checks. */
@@ -125,6 +130,9 @@ interface OpenTurn {
   deferred: string[];
   flushTimer: NodeJS.Timeout | undefined;
 }
+
+/** Free space a store that ran full needs again before it takes backups (#captureUnlessFull). */
+const FULL_RESERVE = 1024n * 1024n;
 
 /** Temp files older than this are leftovers of a crash and are removed on open. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
@@ -184,6 +192,8 @@ export class SessionBackupStore {
   readonly #heldForWriting: HeldForWriting | undefined;
   /** The store's file system and mount: only a file on them can be moved in (set when the store opens). */
   #place: StorePlace | undefined;
+  /** A backup failed for want of space: none is taken until there is room again (#captureUnlessFull). */
+  #full = false;
   /** Entries kept whole, waiting for their performer (see backupAside). */
   readonly #asides = new WeakMap<TurnEntry, { into: string; sha256: string; file: string; seen: BigIntStats }>();
   #settings: BackupSettings = DEFAULT_BACKUP_SETTINGS;
@@ -372,16 +382,31 @@ export class SessionBackupStore {
     return entry?.kind === 'directory' ? entry : undefined;
   }
 
+  /**
+   * Record what `file` is before a change of its mode, owner, times or xattrs: a regular
+   * file's metadata only (a later change to its content in the turn still keeps that), a
+   * symlink's target, a directory's or special file's record as `backup` and
+   * `recordDirectory` make them. Undefined when nothing new was recorded.
+   */
+  async recordMetadata(file: string, options: BackupOptions): Promise<TurnEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+    return this.#recordOnce(file, options, { absent: false, directory: { sync: true }, content: limits, durable: this.#durable, metadata: true });
+  }
+
   /** The first record of `file` in the turn, once: concurrent calls for the same path wait for the first. */
   async #recordOnce(file: string, options: BackupOptions, accept: Accept): Promise<TurnEntry | undefined> {
     const base = entryBase(file, options);
     const target = base.path;
     const turnId = validateTurnId(options.turnId);
     const key = `${turnId}\0${target}`;
+    let afterMetadata = false;
     for (;;) {
       const turn = await this.#turnFor(turnId);
       const recorded = turn.byPath.get(target);
-      if (recorded) {
+      // A file whose metadata alone was kept gets its content kept too before a change to that.
+      afterMetadata = recorded?.kind === 'metadata' && accept.content !== false && !accept.metadata;
+      if (recorded && !afterMetadata) {
         // A directory first recorded for its times (no sync) and now about to be deleted or
         // changed: its record must be durable before the change, like a new one would be.
         if (recorded.kind === 'directory' && accept.directory && accept.directory.sync && turn.unsynced) await this.#syncJournal(turnId, accept.durable);
@@ -392,12 +417,32 @@ export class SessionBackupStore {
       await inflight.catch(() => undefined);
     }
     // No await between the check above and this: a concurrent call for the same path waits for ours.
-    const work = this.#capture(base, turnId, accept);
+    const work = this.#captureUnlessFull(base, turnId, afterMetadata ? Object.assign({}, accept, { absent: false, directory: false as const, afterMetadata: true }) : accept);
     this.#pending.set(key, work);
     try {
       return await work;
     } finally {
       this.#pending.delete(key);
+    }
+  }
+
+  /**
+   * Once a backup failed for want of space, the store takes none, not even one that would
+   * still fit (a journal line): a turn whose records fill the disk could not write the
+   * manifest at its commit, and a change should not go ahead on whichever record happens to
+   * fit. It takes them again once its file system has FULL_RESERVE free.
+   */
+  async #captureUnlessFull(base: EntryBase, turnId: string, accept: Accept): Promise<TurnEntry | undefined> {
+    if (this.#full) {
+      const { bavail, bsize } = statfsSync(this.root, { bigint: true });
+      if (bavail * bsize < FULL_RESERVE) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup store ${this.root} is full`, { errno: 'ENOSPC' });
+      this.#full = false;
+    }
+    try {
+      return await this.#capture(base, turnId, accept);
+    } catch (error) {
+      if (errnoOf(error) === 'ENOSPC') this.#full = true;
+      throw error;
     }
   }
 
@@ -428,7 +473,10 @@ export class SessionBackupStore {
     }
     const limits = accept.content;
     if (!limits) return undefined;
+    // After a metadata entry only the regular file it describes can follow, with its bytes.
+    if (accept.afterMetadata && !stats.isFile()) return undefined;
     if (!(stats.isFile() || stats.isSymbolicLink())) return this.#captureSpecial(base, turnId, stats, accept);
+    if (accept.metadata && stats.isFile()) return this.#captureMetadata(base, turnId, stats, accept);
     let entry: BackupEntry;
     let syncName: (() => Promise<void>) | undefined;
     if (stats.isSymbolicLink()) {
@@ -459,6 +507,17 @@ export class SessionBackupStore {
     // The blob's directory sync (its name) runs with the journal line's: both before the entry counts.
     await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: syncName });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
+    return entry;
+  }
+
+  /**
+   * A regular file whose mode, owner, times or xattrs alone are about to change: those are
+   * kept (synced like a content backup: they are what the change loses), not its bytes.
+   */
+  async #captureMetadata(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<MetadataEntry> {
+    this.#checkWhole();
+    const entry = buildMetadataEntry(base, stats, this.#readXattrs(base.path), this.#clock().toISOString());
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable });
     return entry;
   }
 
@@ -657,7 +716,8 @@ export class SessionBackupStore {
       const entries = turnEntries(manifest);
       const afters = await mapInOrder(entries, COMMIT_CONCURRENCY, async (entry) => {
         // What the turn created is never hashed (size, mode, mtime and owner tell a later change): a turn that writes many new files commits cheaply.
-        const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' ? { hash: false } : {}) };
+        // A file whose metadata alone the turn changed is not hashed either: its after-state then needs no read of its bytes.
+        const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' || entry.kind === 'metadata' ? { hash: false } : {}) };
         return observeState(entry.path, options).catch((error: unknown) => {
           this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
           return null;
@@ -753,6 +813,7 @@ export class SessionBackupStore {
       rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false, durable: true }),
       rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS, durable: true }),
       rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false, durable: true }),
+      rescueMetadata: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, durable: true, metadata: true }),
       syncRescue: (turnId) => this.#syncJournal(turnId),
       commitTurn: (turnId, message) => this.commitTurn(turnId, message),
     };

@@ -5,6 +5,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import {
   BackupHome,
   describeState,
+  keptFileCount,
   observeState,
   validateSessionId,
   type AbsentEntry,
@@ -13,6 +14,7 @@ import {
   type RestoreReport,
   type RewindReport,
   type SessionBackupStore,
+  type MetadataEntry,
   type SpecialEntry,
   type StructureEntry,
   type TurnManifest,
@@ -50,8 +52,9 @@ function turnJson(manifest: TurnManifest) {
     startedAt: manifest.startedAt,
     committedAt: manifest.committedAt,
     ...(manifest.restoreOf ? { restoreOf: manifest.restoreOf } : {}),
-    files: manifest.files.map(fileJson),
-    structure: (manifest.structure ?? []).map(structureJson),
+    // A file whose metadata alone the turn kept is a file of the turn too (sha256 null: no content kept).
+    files: [...manifest.files.map(fileJson), ...metadataOnly(manifest).map(metadataJson)],
+    structure: (manifest.structure ?? []).filter((entry) => entry.kind !== 'metadata').map(structureJson),
   };
 }
 
@@ -70,6 +73,25 @@ function structureJson(entry: StructureEntry) {
     sha256: null,
     mode: entry.kind === 'absent' ? 0 : entry.mode,
     ...(entry.kind === 'absent' ? {} : { mtime: entry.mtime }),
+    ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
+  };
+}
+
+/** The metadata entries of a turn with no content entry after them (the file's bytes were left as they were). */
+function metadataOnly(manifest: TurnManifest): MetadataEntry[] {
+  const withContent = new Set(manifest.files.map((file) => file.path));
+  return (manifest.structure ?? []).filter((entry): entry is MetadataEntry => entry.kind === 'metadata' && !withContent.has(entry.path));
+}
+
+function metadataJson(entry: MetadataEntry) {
+  return {
+    path: entry.path,
+    operation: entry.operation,
+    kind: entry.kind,
+    size: entry.size,
+    sha256: null,
+    mode: entry.mode,
+    mtime: entry.mtime,
     ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}),
   };
 }
@@ -114,8 +136,8 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     t.id,
     t.sessionId,
     t.committedAt ?? 'open',
-    // A FIFO, socket or device the turn removed or changed is a file a rewind brings back too.
-    String(t.files.length + (t.structure ?? []).filter((entry) => entry.kind === 'special').length),
+    // A FIFO, socket or device the turn removed or changed, and a file whose metadata alone it changed, are files a rewind brings back too.
+    String(keptFileCount(t)),
     // Paths the turn made where nothing was: an undo removes them, though no file was backed up.
     String((t.structure ?? []).filter((entry) => entry.kind === 'absent').length),
     t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),
@@ -149,7 +171,8 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   ]);
   // Paths without content: what the turn created (a rewind removes it), directories and special files (mode and times kept).
   for (const entry of structure) {
-    const size = entry.kind === 'absent' ? '(created)' : entry.kind === 'special' ? `(${entry.fileType})` : `(${directoryFate(entry)})`;
+    const size =
+      entry.kind === 'absent' ? '(created)' : entry.kind === 'special' ? `(${entry.fileType})` : entry.kind === 'metadata' ? '(metadata)' : `(${directoryFate(entry)})`;
     rows.push([entry.operation, size, entry.kind === 'absent' ? '-' : octal(entry.mode), '-', entry.path]);
   }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));
@@ -195,12 +218,26 @@ export async function diffCommand(io: Io, ref: string, path: string | undefined,
   const style = { color: options.color ?? false, raw: options.raw ?? false };
   for (const entry of entries) io.out(await entryDiff(store, entry, style));
   for (const entry of specials) io.out(await noContentLine(entry));
+  if (path === undefined) for (const entry of metadataOnly(manifest)) io.out(await metadataLine(entry));
   return ExitCode.OK;
 }
 
-/** A directory or special file the turn recorded: what it was, and what is there now. */
-async function noContentLine(entry: DirectoryEntry | SpecialEntry): Promise<string> {
-  const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
+/** A file whose metadata alone the turn kept: what of it changed since. */
+async function metadataLine(entry: MetadataEntry): Promise<string> {
+  const shown = printable(entry.path);
+  const stats = await lstat(entry.path, { bigint: true }).catch(() => undefined);
+  if (!stats?.isFile()) return `${shown}: a regular file of ${entry.size} B before the turn (only its metadata was kept); now ${stats ? describeType(stats) : 'gone'}`;
+  const lines = [`${shown}: only its metadata was kept (the turn left its content as it was)`];
+  const mode = Number(stats.mode & 0o7777n);
+  if (mode !== entry.mode) lines.push(`old mode ${octal(entry.mode)}`, `new mode ${octal(mode)}`);
+  if (Number(stats.uid) !== entry.uid || Number(stats.gid) !== entry.gid) lines.push(`old owner ${entry.uid}:${entry.gid}`, `new owner ${stats.uid}:${stats.gid}`);
+  if (stats.mtimeNs.toString() !== entry.mtimeNs) lines.push(`old mtime ${entry.mtime}`, `new mtime ${stats.mtime.toISOString()}`);
+  return lines.join('\n');
+}
+
+/** A directory, special file or file's metadata the turn recorded: what it was, and what is there now. */
+async function noContentLine(entry: DirectoryEntry | SpecialEntry | MetadataEntry): Promise<string> {
+  const what = entry.kind === 'special' ? `a ${entry.fileType}` : entry.kind === 'metadata' ? `a file (only its mode ${octal(entry.mode)}, owner, times and xattrs were kept)` : 'a directory';
   return `${printable(entry.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(entry.path))}`;
 }
 
@@ -230,9 +267,9 @@ async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<B
 }
 
 /** A directory or special file the turn recorded at `path`: named, it is answered, not called untouched. */
-async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | undefined> {
+async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | MetadataEntry | undefined> {
   const names = await namesOf(path);
-  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry => entry.kind !== 'absent' && names.includes(entry.path));
+  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry | MetadataEntry => entry.kind !== 'absent' && names.includes(entry.path));
 }
 
 /** A path as given (made absolute) and with its parent resolved, as manifests record it. */

@@ -2,7 +2,8 @@
  * `brokered-shell run` in the real kernel sandbox: a file that `rm` or a rename over it
  * removes is moved into the backup store instead of copied (the blob is the old file's
  * own inode), so its size does not matter; one still open for writing, or with another
- * name, is copied as before. Every case restores byte for byte.
+ * name, is copied as before. A change of metadata alone (chmod -R) keeps the metadata,
+ * no bytes. Every case restores byte for byte.
  */
 import { lstatSync } from 'node:fs';
 import fs from 'node:fs/promises';
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { BackupHome } from '../../src/backup/index.js';
 import { describeRun, makeWorld, onlyTurn, removeWorld, restoreTurn, run, sha256, type World } from './run-helpers.js';
+import { stampDirs, treeSnapshot } from './rewind-helpers.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -75,5 +77,27 @@ describe('files a change removes, kept whole', () => {
     const restored = await restoreTurn(world, (await onlyTurn(world, 'kept-copied')).id, ['--force']);
     expect(restored.status, describeRun(restored)).toBe(0);
     expect(await fs.readFile(file, 'utf8')).toBe('the old bytes\n');
+  });
+
+  it('chmod -R keeps each file\'s metadata and no byte of it; the restore puts every mode back', { timeout: 60_000 }, async () => {
+    world = await makeWorld('kept-chmod');
+    const tree = path.join(world.ws, 'tree');
+    for (let d = 0; d < 4; d++) {
+      await fs.mkdir(path.join(tree, `d${d}`), { recursive: true });
+      for (let f = 0; f < 25; f++) await fs.writeFile(path.join(tree, `d${d}`, `f${f}`), `file ${d}/${f}\n`, { mode: 0o644 });
+    }
+    await stampDirs(tree);
+    const before = await treeSnapshot(tree);
+    const result = await run(world, 'chmod -R go-r tree', { session: 'kept-chmod' });
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(result.stderr).toMatch(/backed up 100 files/);
+    const turn = await onlyTurn(world, 'kept-chmod');
+    expect(turn.files).toEqual([]);
+    expect((turn.structure ?? []).filter((e) => e.kind === 'metadata')).toHaveLength(100);
+    const store = await new BackupHome({ home: world.home }).session('kept-chmod');
+    expect(await store.blobs.list()).toEqual([]);
+    const restored = await restoreTurn(world, turn.id);
+    expect(restored.status, describeRun(restored)).toBe(0);
+    expect(await treeSnapshot(tree)).toEqual(before);
   });
 });

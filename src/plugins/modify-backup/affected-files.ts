@@ -6,10 +6,12 @@ import { BrokerError, ErrorCodes, type Operation, type ResolvedRequest } from '.
  * What a request is about to change, as the backup store records it before the change
  * (rewinding the turn undoes each):
  *
- * - `content`: existing files and symlinks it overwrites, truncates, renames, deletes or
- *   changes the metadata of — backed up with their content (fdatasync'd); and FIFOs,
+ * - `content`: existing files and symlinks it overwrites, truncates, renames or deletes,
+ *   and symlinks whose metadata it changes — backed up with their content; and FIFOs,
  *   sockets and device nodes it renames, deletes or changes the metadata of — their type
  *   and metadata, so a rewind makes them again (writing into one changes no name: nothing);
+ * - `metadata`: regular files whose mode, owner, times or xattrs alone it changes — their
+ *   metadata, not their bytes (a later change to the bytes in the turn keeps those too);
  * - `directories`: existing directories it deletes, renames away or changes (chmod,
  *   chown, touch, xattrs) — their mode, owner, times and xattrs (fdatasync'd);
  * - `created`: paths that do not exist and are about to — `absent` entries, so a rewind
@@ -24,6 +26,8 @@ import { BrokerError, ErrorCodes, type Operation, type ResolvedRequest } from '.
  */
 export interface RecordPlan {
   content: string[];
+  /** Regular files whose mode, owner, times or xattrs alone change: their metadata is kept, not their bytes. */
+  metadata: string[];
   directories: string[];
   created: string[];
   parents: string[];
@@ -43,12 +47,15 @@ export interface RecordPlan {
  */
 export type ExemptFrom = (path: string) => string | undefined;
 
+/** Operations that change only a file's mode, owner, times or xattrs, never its bytes. */
+const METADATA_ONLY: ReadonlySet<Operation> = new Set<Operation>(['chmod', 'chown', 'touch', 'xattr']);
+
 /** Operations that change an existing directory's or special file's own metadata (or remove it). */
 const NODE_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rename', 'chmod', 'chown', 'touch', 'xattr']);
 
 export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom): Promise<RecordPlan> {
   const { request, targets } = resolved;
-  const plan: RecordPlan = { content: [], directories: [], created: [], parents: [], exempted: [] };
+  const plan: RecordPlan = { content: [], metadata: [], directories: [], created: [], parents: [], exempted: [] };
   const record = recorder(plan, exempt);
   const outside = (p: string) => exempt?.(p) !== undefined;
   const from = targets.find((t) => t.role === 'from');
@@ -62,7 +69,8 @@ export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom)
       plan.exempted.push({ path: file, by });
       continue;
     }
-    if (target.kind === 'file' || target.kind === 'symlink') record.content(file);
+    if (target.kind === 'file' && METADATA_ONLY.has(request.operation)) record.metadata(file);
+    else if (target.kind === 'file' || target.kind === 'symlink') record.content(file);
     else if (target.kind === 'other') {
       if (NODE_CHANGES.has(request.operation) || target.access === 'delete') record.content(file);
     } else if (target.kind === 'absent' && target.access === 'write') record.created(file);
@@ -112,7 +120,7 @@ function victimOf(request: ResolvedRequest['request'], targets: ResolvedRequest[
   return undefined;
 }
 
-type Recorder = Record<'content' | 'directories' | 'created' | 'parents', (path: string) => void>;
+type Recorder = Record<'content' | 'metadata' | 'directories' | 'created' | 'parents', (path: string) => void>;
 
 /** Adds paths to the plan's lists, leaving out (and noting) those an exempt tap names. */
 function recorder(plan: RecordPlan, exempt: ExemptFrom | undefined): Recorder {
@@ -126,7 +134,7 @@ function recorder(plan: RecordPlan, exempt: ExemptFrom | undefined): Recorder {
       else if (name !== 'parents') plan.exempted.push({ path, by });
     };
   };
-  return { content: list('content'), directories: list('directories'), created: list('created'), parents: list('parents') };
+  return { content: list('content'), metadata: list('metadata'), directories: list('directories'), created: list('created'), parents: list('parents') };
 }
 
 interface TreeItem {

@@ -9,7 +9,7 @@ import {
   type Origin,
   type RequestContext,
 } from '../../core/index.js';
-import type { BackupEntry } from '../../backup/manifest-schema.js';
+import { keptFileCount, type BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '../../backup/session-store.js';
 import { DEFAULT_DURABILITY, durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
@@ -103,14 +103,14 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       if (!this.#enabled) return;
       const plan = await recordPlan(resolved, exemptFrom(exempt));
       this.#countExempted(turnId, plan.exempted);
-      if (plan.content.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
+      if (plan.content.length + plan.metadata.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
       // Made only when something is logged: a child logger per request cost more than the rest of this tap.
       const log = () => context.log.child({ phase: PHASE[request.origin] });
       // Content and directories are what a rewind brings back: no store, no change. A request
       // that only creates paths risks nothing without one: it goes ahead unrecorded (its
       // creations then survive a rewind), as creating a file always could.
-      const guardsData = plan.content.length + plan.directories.length > 0;
+      const guardsData = plan.content.length + plan.metadata.length + plan.directories.length > 0;
       const store = guardsData
         ? await this.#openOrFail(broker)
         : await this.store(broker).catch((error: unknown) => {
@@ -131,6 +131,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       // Object.assign, not `{ ...as, sync }`: Node 20's V8 pays a runtime call per field after a spread.
       const unsynced = Object.assign({}, as, { sync: false });
       for (const path of plan.parents) await store.recordDirectory(path, unsynced);
+      for (const path of plan.metadata) await store.recordMetadata(path, as);
       // The file the change removes or replaces goes to the store whole when its performer can move it there.
       const aside = request.options.movesAside === true && context.handover && context.whenPerformed ? plan.victim : undefined;
       for (const path of plan.content) {
@@ -170,9 +171,9 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const manifest = await store.commitTurn(turn.id, turn.message ?? '');
       // A file over the size cap under `oversize: skip` has an entry but no content: not a backup.
       const unsaved = manifest.files.filter((file) => file.skipped === 'too-large').map((file) => file.path);
-      // A FIFO, socket or device the turn removed or changed is recorded so it can be made again: a backup too.
-      const specials = (manifest.structure ?? []).filter((entry) => entry.kind === 'special').length;
-      turn.facts.backups = manifest.files.length - unsaved.length + specials;
+      // A FIFO, socket or device the turn removed or changed is recorded so it can be made again, and a
+      // file whose metadata alone changed has that kept: backups too (a file counts once).
+      turn.facts.backups = keptFileCount(manifest, { unsaved: false });
       turn.facts.unsaved = unsaved;
     });
 
