@@ -64,6 +64,7 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
     case 'absent':
       return { type: 'absent' };
     case 'directory':
+    case 'renamed':
       return { type: 'other', fileType: 'directory', mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, xattrs: entry.xattrs };
     case 'special':
       return { type: 'other', fileType: entry.fileType, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, rdev: entry.rdev, xattrs: entry.xattrs };

@@ -10,6 +10,7 @@ import {
   describeIssues,
   STRUCTURE_KINDS,
   followsFor,
+  isRenameRecord,
   isStructureEntry,
   isoSchema,
   structureEntrySchema,
@@ -206,9 +207,11 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
       }
       throw damaged(`line ${i + 1}: ${entry.reason}`);
     }
-    const earlier = seen.get(entry.value.path);
-    if (earlier && !followsFor(earlier, entry.value)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
-    seen.set(entry.value.path, entry.value);
+    if (!isRenameRecord(entry.value)) {
+      const earlier = seen.get(entry.value.path);
+      if (earlier && !followsFor(earlier, entry.value)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
+      seen.set(entry.value.path, entry.value);
+    }
     if (isStructureEntry(entry.value)) structure.push(entry.value);
     else files.push(entry.value);
     wholeBytes = line.end + 1;

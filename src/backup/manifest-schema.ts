@@ -58,6 +58,8 @@ export const afterStateSchema = z.discriminatedUnion('type', [
     /** A device's number (special files; 0 for a FIFO or socket). */
     rdev: z.number().int().min(0).optional(),
     xattrs: xattrMapSchema.nullable().optional(),
+    /** The inode number of a directory the turn renamed whole: a rename back moves only that directory. */
+    ino: z.string().regex(/^\d+$/).optional(),
   }),
 ]);
 export type AfterState = z.infer<typeof afterStateSchema>;
@@ -185,12 +187,36 @@ export const metadataEntrySchema = z.strictObject({
 });
 export type MetadataEntry = z.infer<typeof metadataEntrySchema>;
 
+/**
+ * A directory the turn renamed (`path`, as it was named then) to `to`, kept as it is, in
+ * one record: a rewind renames it back before anything else, and what the turn changed in
+ * it afterwards has entries of its own at the names it had before the rename. `tree`
+ * lists, relative to it, what it held when it was renamed (directories, with a `/` at the
+ * end, before what they hold), so what the rename put under `to` can be named. `expanded` marks a later line
+ * for the same rename: the turn then reused the name it left, and every path of the tree
+ * was recorded on its own from there (`path` is no longer renamed back whole).
+ */
+export const renamedEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('renamed'),
+  to: absolutePath,
+  tree: z.array(z.string().min(1).max(4096)),
+  ...metadataFields,
+  xattrs: xattrMapSchema.nullable(),
+  expanded: z.literal(true).optional(),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type RenamedEntry = z.infer<typeof renamedEntrySchema>;
+
 /** The entries of a turn that hold no content: see `TurnManifest.structure`. */
-export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema, metadataEntrySchema]);
+export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema, metadataEntrySchema, renamedEntrySchema]);
 export type StructureEntry = z.infer<typeof structureEntrySchema>;
 
 /** The kinds of structure entries (journal lines of these kinds are read with structureEntrySchema). */
-export const STRUCTURE_KINDS: ReadonlySet<string> = new Set(['absent', 'directory', 'special', 'metadata']);
+export const STRUCTURE_KINDS: ReadonlySet<string> = new Set(['absent', 'directory', 'special', 'metadata', 'renamed']);
 
 /** Any entry of a turn: one path's state before the turn. */
 export type TurnEntry = BackupEntry | StructureEntry;
@@ -206,6 +232,9 @@ export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
 export function followsFor(earlier: TurnEntry, later: TurnEntry): boolean {
   return earlier.kind === 'metadata' && (later.kind === 'file' || later.kind === 'symlink');
 }
+
+/** Rename records stand beside a path's own entries: its directory entry, say, or a second rename of it. */
+export const isRenameRecord = (entry: TurnEntry): entry is RenamedEntry => entry.kind === 'renamed';
 
 export const turnKindSchema = z.enum(['turn', 'restore']);
 export type TurnKind = z.infer<typeof turnKindSchema>;
@@ -233,16 +262,17 @@ export const turnManifestSchema = z
   })
   .refine((m) => {
     // A content entry may follow a metadata entry of the same path (followsFor); nothing else repeats.
-    const metadata = new Set((m.structure ?? []).filter((e) => e.kind === 'metadata').map((e) => e.path));
+    const structure = (m.structure ?? []).filter((e) => !isRenameRecord(e));
+    const metadata = new Set(structure.filter((e) => e.kind === 'metadata').map((e) => e.path));
     const paths = new Set<string>();
-    for (const entry of m.structure ?? []) paths.add(entry.path);
+    for (const entry of structure) paths.add(entry.path);
     let repeats = 0;
     for (const file of m.files) {
       if (!paths.has(file.path)) paths.add(file.path);
       else if (metadata.has(file.path)) repeats += 1;
       else return false;
     }
-    return paths.size + repeats === m.files.length + (m.structure?.length ?? 0);
+    return paths.size + repeats === m.files.length + structure.length;
   }, 'a path appears twice in one turn');
 export type TurnManifest = z.infer<typeof turnManifestSchema>;
 

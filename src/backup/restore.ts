@@ -11,7 +11,8 @@ import { newTurnId } from './layout.js';
 import type { AfterState, BackupEntry, DirectoryEntry, MetadataEntry, SpecialEntry, TurnEntry, TurnManifest } from './manifest-schema.js';
 import { restorableEntries } from './restore-entries.js';
 import { xattrNames, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
-import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
+import { diskParents, overlayView, realMove, realView, type TreeView } from './restore-view.js';
+import { isBlocked, planRenameBacks, renameBack, renameBackPaths, renamesOf, type RenameBack } from './restore-renames.js';
 
 export interface RestoreOptions {
   /** Only these paths (absolute) and what lies under them; paths the turn did not touch are reported as `notInTurn`. */
@@ -114,6 +115,8 @@ export interface RestoreContext {
   rescueDirectory(file: string, turnId: string, options: { sync: boolean }): Promise<unknown>;
   /** Record the mode, owner, times and xattrs of the file at `file` in the rescue turn (its content stays as it is). */
   rescueMetadata(file: string, turnId: string): Promise<unknown>;
+  /** Record in the rescue turn that the directory at `from` (holding `tree`) is about to be renamed to `to`. */
+  rescueRename(from: string, to: string, tree: readonly string[], turnId: string): Promise<unknown>;
   /** Make everything recorded in the rescue turn so far durable. */
   syncRescue(turnId: string): Promise<unknown>;
   commitTurn(turnId: string, message: string): Promise<TurnManifest>;
@@ -288,6 +291,8 @@ interface Step {
 interface Plan {
   manifest: TurnManifest;
   report: RestoreReport;
+  /** Directories the turn renamed whole, to rename back first, in this order (restore-renames.ts). */
+  renameBacks: RenameBack[];
   steps: Step[];
 }
 
@@ -318,9 +323,21 @@ async function canonicalParentForm(file: string): Promise<string> {
 }
 
 /** Decide, for every selected path, what the restore does; nothing is changed. Deepest paths first, so a directory knows whether it will be empty. */
-async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions, view: TreeView): Promise<Plan> {
+async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions, given: TreeView): Promise<Plan> {
   const report = emptyReport(manifest, options.dryRun === true);
-  const entries = await selectEntries(manifest, options.paths, report.notInTurn);
+  const selected = await selectEntries(manifest, options.paths, report.notInTurn);
+  // Directories renamed whole go back first: what else the turn recorded is planned on the tree as that leaves it.
+  const renames = renamesOf(selected);
+  const view = renames.length > 0 && given.move === realMove ? overlayView({ setTimesNs: ctx.setTimesNs, xattrs: ctx.xattrs }) : given;
+  const backs = await planRenameBacks(renames, view, options.force === true);
+  for (const conflict of backs.conflicts) report.conflicts.push({ path: conflict.path, reason: 'changed-since-turn', detail: conflict.detail });
+  const entries: TurnEntry[] = [];
+  for (const entry of selected) {
+    if (entry.kind === 'renamed') continue;
+    if (isBlocked(entry, backs.blocked)) report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: 'a directory the turn renamed away from here stays where it is (see its conflict)' });
+    else entries.push(entry);
+  }
+  if (report.dryRun) for (const back of backs.backs) report.restored.push(...renameBackItems(back));
   const order = entries.map((entry, index) => ({ entry, index })).sort((a, b) => depth(b.entry.path) - depth(a.entry.path) || a.index - b.index);
   /** Paths the plan leaves with nothing at them. */
   const gone = new Set<string>();
@@ -357,7 +374,17 @@ async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: Re
   }
   const steps = entries.flatMap((entry) => byEntry.get(entry) ?? []);
   if (report.dryRun) for (const step of steps) report.restored.push(restoredItem(step));
-  return { manifest, report, steps };
+  return { manifest, report, renameBacks: backs.backs, steps };
+}
+
+/** What a rename back does, as restore reports it: the names it takes away from `to` (the turn made them there) and brings back. */
+function renameBackItems(back: RenameBack): RestoredItem[] {
+  const { removed, recreated } = renameBackPaths(back.entry);
+  const base = { forced: back.forced, createdParents: false };
+  return [
+    ...removed.map((file): RestoredItem => ({ path: file, kind: 'absent', action: 'remove', ...base })),
+    ...recreated.map((item): RestoredItem => ({ path: item.path, kind: item.directory ? 'directory' : 'file', action: 'recreate', ...base })),
+  ];
 }
 
 interface PlanContext {
@@ -505,7 +532,7 @@ function assumeApplied(view: TreeView, plan: Plan): void {
 function restoredItem(step: Step, written: Written = {}): RestoredItem {
   return {
     path: step.entry.path,
-    kind: step.entry.kind === 'metadata' ? 'file' : step.entry.kind,
+    kind: step.entry.kind === 'metadata' ? 'file' : step.entry.kind === 'renamed' ? 'directory' : step.entry.kind,
     action: step.action,
     forced: step.forced,
     createdParents: step.createdParents,
@@ -538,6 +565,26 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
       report.failed.push({ path: step.entry.path, code: failure.code, message: failure.message });
     }
   };
+  for (const back of plan.renameBacks) {
+    try {
+      const { entry } = back;
+      await ensureParents(rescue, entry.path, recordedModes);
+      const turnId = await rescue.open();
+      await rescue.parentOf(entry.to);
+      await rescue.parentOf(entry.path);
+      // Kept first: the old name as empty (the restore makes it), then the rename the restore makes, so undoing the restore renames it again.
+      await rescue.recordAbsent(entry.path);
+      await ctx.rescueRename(entry.to, entry.path, entry.tree, turnId);
+      await renameBack(back);
+      report.restored.push(...renameBackItems(back));
+      ctx.log.info({ file: { path: entry.path, from: entry.to }, forced: back.forced }, 'renamed back');
+    } catch (error) {
+      const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
+      report.failed.push({ path: back.entry.path, code: failure.code, message: failure.message });
+      // What it holds cannot be restored where it is not.
+      for (const step of steps) if (isBlocked(step.entry, [back.entry.path])) step.failed = true;
+    }
+  }
   const deepestFirst = [...steps].sort((a, b) => depth(b.entry.path) - depth(a.entry.path));
   const shallowestFirst = [...deepestFirst].reverse();
   const directories = steps.filter((s): s is Step & { entry: DirectoryEntry } => s.entry.kind === 'directory');

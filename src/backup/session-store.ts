@@ -4,15 +4,17 @@ import { lstatSync, statfsSync, type BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes, errnoOf } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { readForAside, storePlaceOf, type HeldForWriting, type StorePlace } from './aside.js';
+import { liveRenames, pathAfterRenames, pathBeforeRenames, treePaths } from './renames.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
-import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildMetadataEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
+import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildMetadataEntry, buildRenamedEntry, buildSpecialEntry, checkTargetPath, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
 import { errorCode, fileTypeOf, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
 import { blobRelativePath, sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type DamagedTurn, type TurnRecord } from './manifest-io.js';
 import {
   MANIFEST_VERSION,
+  isRenameRecord,
   isSpecialFileType,
   isStructureEntry,
   turnEntries,
@@ -20,6 +22,7 @@ import {
   type BackupEntry,
   type DirectoryEntry,
   type MetadataEntry,
+  type RenamedEntry,
   type SpecialEntry,
   type TurnEntry,
   type TurnKind,
@@ -129,6 +132,15 @@ interface OpenTurn {
   /** Encoded lines of entries in memory whose line is not written yet (see #append). */
   deferred: string[];
   flushTimer: NodeJS.Timeout | undefined;
+  /** Directories the turn renamed whole and would rename back so, in order (renames.ts). */
+  renames: RenamedEntry[];
+  /** Set while #expandRenames records the renamed trees path by path: other records wait for it. */
+  expanding?: Promise<void> | undefined;
+}
+
+/** The inode number of what is at `file` (a renamed directory's identity, which a rename back checks). */
+function inodeOf(file: string): string | undefined {
+  return lstatNowOrUndefined(file)?.ino.toString();
 }
 
 /** Free space a store that ran full needs again before it takes backups (#captureUnlessFull). */
@@ -383,6 +395,62 @@ export class SessionBackupStore {
   }
 
   /**
+   * Record that the directory `from` is about to be renamed to `to`, whole: one entry, no
+   * copy of what it holds (`tree`, relative paths, only names it). A rewind renames it back
+   * before anything else. Undefined when backup is off or `from` is no directory.
+   */
+  async recordRename(from: string, to: string, tree: readonly string[], options: BackupOptions): Promise<RenamedEntry | undefined> {
+    return this.enabled ? this.#recordRename(from, to, tree, options, this.#durable) : undefined;
+  }
+
+  async #recordRename(from: string, to: string, tree: readonly string[], options: BackupOptions, durable: boolean): Promise<RenamedEntry | undefined> {
+    const turnId = validateTurnId(options.turnId);
+    const turn = await this.#turnFor(turnId);
+    await turn.expanding;
+    const base = entryBase(from, options);
+    // Moving what now stands where a rename of the turn left a name empty: every rename is recorded path by path first.
+    if (turn.renames.length > 0 && pathBeforeRenames(base.path, turn.renames) === undefined) await this.#expandRenames(turnId, options);
+    this.#checkWhole();
+    const stats = lstatNowOrUndefined(base.path);
+    if (!stats?.isDirectory()) return undefined;
+    const entry = buildRenamedEntry(base, checkTargetPath(to), tree, stats, this.#readXattrs(base.path), this.#clock().toISOString());
+    await this.#append(turnId, entry, { sync: true, durable });
+    return entry;
+  }
+
+  /**
+   * The turn reuses a name one of its directory renames left empty (`mv build old && mkdir
+   * build`): what is there now is new, so the renames can no longer be undone by renaming
+   * back alone. Every path each renamed tree holds now is recorded on its own, as a rename
+   * recorded path by path would have (its content under the name it had before the turn,
+   * and its present name as created), and each rename is marked expanded.
+   */
+  async #expandRenames(turnId: string, options: BackupOptions): Promise<void> {
+    const turn = await this.#turnFor(turnId);
+    if (turn.expanding) return turn.expanding;
+    const live = [...turn.renames];
+    const work = (async () => {
+      const as = { turnId, operation: options.operation, ...(options.toolCallId ? { toolCallId: options.toolCallId } : {}), ...(options.traceId ? { traceId: options.traceId } : {}) };
+      const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+      for (const [index, rename] of live.entries()) {
+        for (const now of await treePaths(pathAfterRenames(rename.to, live, index + 1))) {
+          const before = pathBeforeRenames(now, live) ?? now;
+          // What it held before the turn, read where it is now; its present name, made by the rename.
+          await this.#recordOnce(now, as, { absent: false, directory: { sync: true }, content: limits, durable: this.#durable }, before);
+          if (before !== now && !turn.byPath.has(now)) await this.#append(turnId, buildAbsentEntry(entryBase(now, as), this.#clock().toISOString()), { sync: false });
+        }
+      }
+      for (const rename of live) await this.#append(turnId, Object.assign({}, rename, { expanded: true as const, after: null }), { sync: true, durable: this.#durable });
+    })();
+    turn.expanding = work;
+    try {
+      await work;
+    } finally {
+      turn.expanding = undefined;
+    }
+  }
+
+  /**
    * Record what `file` is before a change of its mode, owner, times or xattrs: a regular
    * file's metadata only (a later change to its content in the turn still keeps that), a
    * symlink's target, a directory's or special file's record as `backup` and
@@ -394,11 +462,27 @@ export class SessionBackupStore {
     return this.#recordOnce(file, options, { absent: false, directory: { sync: true }, content: limits, durable: this.#durable, metadata: true });
   }
 
-  /** The first record of `file` in the turn, once: concurrent calls for the same path wait for the first. */
-  async #recordOnce(file: string, options: BackupOptions, accept: Accept): Promise<TurnEntry | undefined> {
-    const base = entryBase(file, options);
-    const target = base.path;
+  /**
+   * The first record of `file` in the turn, once: concurrent calls for the same path wait
+   * for the first. A file a directory rename of the turn took along is recorded under the
+   * name it had before (renames.ts); one where such a rename left an empty name first has
+   * every rename of the turn recorded path by path (#expandRenames).
+   */
+  async #recordOnce(file: string, options: BackupOptions, accept: Accept, named?: string): Promise<TurnEntry | undefined> {
     const turnId = validateTurnId(options.turnId);
+    let recordAs = named ?? file;
+    if (named === undefined) {
+      const turn = await this.#turnFor(turnId);
+      await turn.expanding;
+      if (turn.renames.length > 0) {
+        const before = pathBeforeRenames(entryBase(file, options).path, turn.renames);
+        if (before === undefined) await this.#expandRenames(turnId, options);
+        else recordAs = before;
+      }
+    }
+    const base = entryBase(recordAs, options);
+    if (recordAs !== file) base.source = file;
+    const target = base.path;
     const key = `${turnId}\0${target}`;
     let afterMetadata = false;
     for (;;) {
@@ -447,7 +531,7 @@ export class SessionBackupStore {
   }
 
   async #capture(base: EntryBase, turnId: string, accept: Accept): Promise<TurnEntry | undefined> {
-    const file = base.path;
+    const file = base.source ?? base.path;
     let stats: BigIntStats | undefined;
     try {
       // Synchronous: one lstat costs less than the thread-pool round trip an async one takes.
@@ -516,7 +600,7 @@ export class SessionBackupStore {
    */
   async #captureMetadata(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<MetadataEntry> {
     this.#checkWhole();
-    const entry = buildMetadataEntry(base, stats, this.#readXattrs(base.path), this.#clock().toISOString());
+    const entry = buildMetadataEntry(base, stats, this.#readXattrs(base.source ?? base.path), this.#clock().toISOString());
     await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable });
     return entry;
   }
@@ -525,14 +609,15 @@ export class SessionBackupStore {
   async #keepWhole(base: EntryBase, stats: BigIntStats, accept: Accept): Promise<BackupEntry | undefined> {
     if (this.#place === undefined) return undefined;
     this.#checkWhole();
-    const read = await readForAside(base.path, stats, this.#place, this.#heldForWriting, accept.durable);
+    const file = base.source ?? base.path;
+    const read = await readForAside(file, stats, this.#place, this.#heldForWriting, accept.durable);
     if (!read.ok) {
       this.#log.debug({ phase: 'backup', file: { path: base.path }, why: read.why }, 'copied, not kept whole');
       return undefined;
     }
     const into = await this.blobs.prepareAside(read.sha256, accept.durable);
-    const entry = this.#build(base, read.stats, { kind: 'file', sha256: read.sha256, blob: blobRelativePath(read.sha256), xattrs: this.#readXattrs(base.path) });
-    this.#asides.set(entry, { into, sha256: read.sha256, file: base.path, seen: read.stats });
+    const entry = this.#build(base, read.stats, { kind: 'file', sha256: read.sha256, blob: blobRelativePath(read.sha256), xattrs: this.#readXattrs(file) });
+    this.#asides.set(entry, { into, sha256: read.sha256, file, seen: read.stats });
     return entry;
   }
 
@@ -561,7 +646,7 @@ export class SessionBackupStore {
   async #captureSpecial(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<SpecialEntry | undefined> {
     const fileType = fileTypeOf(stats);
     if (!isSpecialFileType(fileType)) return undefined;
-    const special = buildSpecialEntry(base, stats, fileType, this.#readXattrs(base.path), this.#clock().toISOString());
+    const special = buildSpecialEntry(base, stats, fileType, this.#readXattrs(base.source ?? base.path), this.#clock().toISOString());
     await this.#append(turnId, special, { sync: accept.contentSync !== false, durable: accept.durable });
     this.#log.debug({ phase: 'backup', turnId, file: { path: base.path, kind: fileType } }, 'recorded special file');
     return special;
@@ -639,7 +724,9 @@ export class SessionBackupStore {
   #remember(turn: OpenTurn, entry: TurnEntry): void {
     if (isStructureEntry(entry)) (turn.manifest.structure ??= []).push(entry);
     else turn.manifest.files.push(entry);
-    turn.byPath.set(entry.path, entry);
+    // A rename record stands beside the entries of its path; an expanded line takes its rename back.
+    if (isRenameRecord(entry)) turn.renames = liveRenames(turn.manifest.structure ?? []);
+    else turn.byPath.set(entry.path, entry);
   }
 
   /**
@@ -714,14 +801,20 @@ export class SessionBackupStore {
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${id} is already committed`);
       // A few paths at a time: a turn of thousands of files spends its commit waiting on lstat/open/read.
       const entries = turnEntries(manifest);
+      const renames = turn.renames;
       const afters = await mapInOrder(entries, COMMIT_CONCURRENCY, async (entry) => {
         // What the turn created is never hashed (size, mode, mtime and owner tell a later change): a turn that writes many new files commits cheaply.
         // A file whose metadata alone the turn changed is not hashed either: its after-state then needs no read of its bytes.
         const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' || entry.kind === 'metadata' ? { hash: false } : {}) };
-        return observeState(entry.path, options).catch((error: unknown) => {
-          this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
-          return null;
-        });
+        // Where it is now: a directory the turn renamed whole took it along (a rename record: where that directory went since).
+        const index = isRenameRecord(entry) ? renames.indexOf(entry) : -1;
+        const now = isRenameRecord(entry) ? pathAfterRenames(entry.to, renames, index + 1) : pathAfterRenames(entry.path, renames);
+        return observeState(now, options)
+          .then((state) => (index >= 0 && state.type === 'other' ? Object.assign(state, { ino: inodeOf(now) }) : state))
+          .catch((error: unknown) => {
+            this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
+            return null;
+          });
       });
       // Object.assign, not `{ ...entry, after }`: Node 20's V8 pays a runtime call per field after a spread.
       const files = manifest.files.map((entry, index): BackupEntry => Object.assign({}, entry, { after: afters[index] ?? null }));
@@ -813,6 +906,7 @@ export class SessionBackupStore {
       rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false, durable: true }),
       rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS, durable: true }),
       rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false, durable: true }),
+      rescueRename: (from, to, tree, turnId) => this.#recordRename(from, to, tree, as(turnId), true),
       rescueMetadata: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, durable: true, metadata: true }),
       syncRescue: (turnId) => this.#syncJournal(turnId),
       commitTurn: (turnId, message) => this.commitTurn(turnId, message),
@@ -842,7 +936,9 @@ export class SessionBackupStore {
       const { manifest, journal } = record;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       const appendable = journal !== undefined && !journal.tornTail;
-      return { manifest, byPath: new Map(turnEntries(manifest).map((f) => [f.path, f])), journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined };
+      const entries = turnEntries(manifest);
+      const byPath = new Map(entries.filter((entry) => !isRenameRecord(entry)).map((f) => [f.path, f]));
+      return { manifest, byPath, journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined, renames: liveRenames(entries) };
     }
     const created: TurnManifest = {
       version: MANIFEST_VERSION,
@@ -855,7 +951,7 @@ export class SessionBackupStore {
       files: [],
     };
     if (options.restoreOf !== undefined) created.restoreOf = validateTurnId(options.restoreOf);
-    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined };
+    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined, renames: [] };
   }
 
   /** Journal writes and commits run one at a time. */

@@ -15,6 +15,7 @@ import {
   type RewindReport,
   type SessionBackupStore,
   type MetadataEntry,
+  type RenamedEntry,
   type SpecialEntry,
   type StructureEntry,
   type TurnManifest,
@@ -54,7 +55,7 @@ function turnJson(manifest: TurnManifest) {
     ...(manifest.restoreOf ? { restoreOf: manifest.restoreOf } : {}),
     // A file whose metadata alone the turn kept is a file of the turn too (sha256 null: no content kept).
     files: [...manifest.files.map(fileJson), ...metadataOnly(manifest).map(metadataJson)],
-    structure: (manifest.structure ?? []).filter((entry) => entry.kind !== 'metadata').map(structureJson),
+    structure: (manifest.structure ?? []).filter((entry) => entry.kind !== 'metadata').flatMap(structureJsonItems),
   };
 }
 
@@ -63,7 +64,19 @@ function turnJson(manifest: TurnManifest) {
  * one (the turn created it) has size 0, sha256 null and mode 0; a directory or special
  * file its mode (and a special file its type).
  */
-function structureJson(entry: StructureEntry) {
+/**
+ * A structure entry's items: one, or for a directory the turn renamed whole, its record and
+ * each name the rename put under the new name (created there: a rewind takes them away).
+ */
+function structureJsonItems(entry: StructureEntry): object[] {
+  if (entry.kind !== 'renamed') return [structureJson(entry)];
+  if (entry.expanded) return [];
+  const own = { path: entry.path, operation: entry.operation, kind: entry.kind, to: entry.to, size: 0, sha256: null, mode: entry.mode, mtime: entry.mtime, ...(entry.toolCallId ? { toolCallId: entry.toolCallId } : {}) };
+  const created = entry.tree.map((item) => ({ path: join(entry.to, item.replace(/\/$/, '')), operation: entry.operation, kind: 'absent' as const, size: 0, sha256: null, mode: 0 }));
+  return [own, ...created];
+}
+
+function structureJson(entry: Exclude<StructureEntry, RenamedEntry>) {
   return {
     path: entry.path,
     operation: entry.operation,
@@ -172,7 +185,15 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   // Paths without content: what the turn created (a rewind removes it), directories and special files (mode and times kept).
   for (const entry of structure) {
     const size =
-      entry.kind === 'absent' ? '(created)' : entry.kind === 'special' ? `(${entry.fileType})` : entry.kind === 'metadata' ? '(metadata)' : `(${directoryFate(entry)})`;
+      entry.kind === 'absent'
+        ? '(created)'
+        : entry.kind === 'special'
+          ? `(${entry.fileType})`
+          : entry.kind === 'metadata'
+            ? '(metadata)'
+            : entry.kind === 'renamed'
+              ? `(directory, renamed to ${printable(entry.to)}${entry.expanded ? ', recorded path by path' : ''})`
+              : `(${directoryFate(entry)})`;
     rows.push([entry.operation, size, entry.kind === 'absent' ? '-' : octal(entry.mode), '-', entry.path]);
   }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));

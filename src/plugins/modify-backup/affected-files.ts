@@ -19,15 +19,18 @@ import { BrokerError, ErrorCodes, type Operation, type ResolvedRequest } from '.
  * - `parents`: directories a name is about to be added to or removed from, whose times
  *   move — recorded like `directories` but without their own fdatasync.
  *
- * A directory renamed or deleted whole (one rename, or a recursive host delete or copy)
- * is walked: its files are backed up and its directories recorded, and each path it will
- * occupy at the destination is recorded as created, so a rewind can rebuild the source
- * and empty the destination without guessing.
+ * A directory renamed whole is one record (`renames`): a rewind renames it back, and
+ * its names are listed, not copied. A directory deleted whole (a recursive host delete)
+ * or copied is walked: its files are backed up and its directories recorded, and each
+ * path it will occupy at the destination is recorded as created, so a rewind can rebuild
+ * the source and empty the destination without guessing.
  */
 export interface RecordPlan {
   content: string[];
   /** Regular files whose mode, owner, times or xattrs alone change: their metadata is kept, not their bytes. */
   metadata: string[];
+  /** Directories renamed whole (to an absent name or over an empty directory), kept as they are in one record each. */
+  renames: Array<{ from: string; to: string; tree: string[] }>;
   directories: string[];
   created: string[];
   parents: string[];
@@ -55,7 +58,7 @@ const NODE_CHANGES: ReadonlySet<Operation> = new Set<Operation>(['delete', 'rena
 
 export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom): Promise<RecordPlan> {
   const { request, targets } = resolved;
-  const plan: RecordPlan = { content: [], metadata: [], directories: [], created: [], parents: [], exempted: [] };
+  const plan: RecordPlan = { content: [], metadata: [], renames: [], directories: [], created: [], parents: [], exempted: [] };
   const record = recorder(plan, exempt);
   const outside = (p: string) => exempt?.(p) !== undefined;
   const from = targets.find((t) => t.role === 'from');
@@ -87,9 +90,13 @@ export async function recordPlan(resolved: ResolvedRequest, exempt?: ExemptFrom)
   if (victim && plan.content.includes(victim.path)) plan.victim = victim;
   if (request.operation === 'rename' && from?.kind === 'directory' && to && to.kind !== 'file' && to.kind !== 'symlink' && !(outside(from.resolved) && outside(to.resolved))) {
     // The whole tree leaves `from` and appears under `to` (which is absent, or an empty directory it replaces).
-    const tree = await walkInto(from.resolved, record);
-    if (to.kind === 'absent' || (to.kind === 'directory' && (await isEmptyDirectory(to.resolved)))) {
-      for (const rel of tree) record.created(join(to.resolved, rel));
+    const replaces = to.kind === 'absent' || (to.kind === 'directory' && (await isEmptyDirectory(to.resolved)));
+    if (replaces && !outside(from.resolved)) {
+      // Kept as it is, in one record: a rewind renames it back. Its names are listed, not copied.
+      plan.renames.push({ from: from.resolved, to: to.resolved, tree: (await treeOf(from.resolved)).map((item) => (item.type === 'directory' ? `${item.path}/` : item.path)) });
+    } else {
+      const tree = await walkInto(from.resolved, record);
+      if (replaces) for (const rel of tree) record.created(join(to.resolved, rel));
     }
   }
   if (request.operation === 'copy' && request.options.recursive && from?.kind === 'directory' && to && (to.kind === 'directory' || to.kind === 'absent') && !outside(to.resolved)) {

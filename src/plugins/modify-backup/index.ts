@@ -103,14 +103,14 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       if (!this.#enabled) return;
       const plan = await recordPlan(resolved, exemptFrom(exempt));
       this.#countExempted(turnId, plan.exempted);
-      if (plan.content.length + plan.metadata.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
+      if (plan.content.length + plan.metadata.length + plan.renames.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
       // Made only when something is logged: a child logger per request cost more than the rest of this tap.
       const log = () => context.log.child({ phase: PHASE[request.origin] });
       // Content and directories are what a rewind brings back: no store, no change. A request
       // that only creates paths risks nothing without one: it goes ahead unrecorded (its
       // creations then survive a rewind), as creating a file always could.
-      const guardsData = plan.content.length + plan.metadata.length + plan.directories.length > 0;
+      const guardsData = plan.content.length + plan.metadata.length + plan.renames.length + plan.directories.length > 0;
       const store = guardsData
         ? await this.#openOrFail(broker)
         : await this.store(broker).catch((error: unknown) => {
@@ -132,6 +132,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const unsynced = Object.assign({}, as, { sync: false });
       for (const path of plan.parents) await store.recordDirectory(path, unsynced);
       for (const path of plan.metadata) await store.recordMetadata(path, as);
+      for (const rename of plan.renames) await store.recordRename(rename.from, rename.to, rename.tree, as);
       // The file the change removes or replaces goes to the store whole when its performer can move it there.
       const aside = request.options.movesAside === true && context.handover && context.whenPerformed ? plan.victim : undefined;
       for (const path of plan.content) {
