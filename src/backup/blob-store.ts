@@ -303,6 +303,11 @@ export class BlobStore {
     return true;
   }
 
+  /** A blob another process (a supervisor's lease) put in place: unsynced, it is left for `syncPending`. */
+  noteKept(sha256: string, synced: boolean): void {
+    if (!synced) this.#unsynced.add(this.absolutePath(sha256));
+  }
+
   /** Blobs waiting for `syncPending`. */
   get pendingSyncs(): number {
     return this.#unsynced.size;

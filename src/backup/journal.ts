@@ -155,6 +155,8 @@ export async function appendJournalLine(
 export interface ParsedJournal {
   /** The open turn as a manifest: committedAt and message null, after-states null. */
   manifest: TurnManifest;
+  /** The same entries in the order of their lines. */
+  entries: TurnEntry[];
   /** Length of the part that was trusted (through the last good line's "\n"). */
   wholeBytes: number;
   /** What was ignored after it: a torn or unreadable last line. */
@@ -193,6 +195,7 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
 
   const files: BackupEntry[] = [];
   const structure: StructureEntry[] = [];
+  const entries: TurnEntry[] = [];
   const seen = new Map<string, TurnEntry>();
   let wholeBytes = headerLine.end + 1;
   let ignored: ParsedJournal['ignored'];
@@ -214,6 +217,7 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
     }
     if (isStructureEntry(entry.value)) structure.push(entry.value);
     else files.push(entry.value);
+    entries.push(entry.value);
     wholeBytes = line.end + 1;
   }
   if (tornBytes > 0) ignored = { bytes: tornBytes, line: lines.length + 1, reason: 'no end of line (torn by an interrupted write)' };
@@ -230,7 +234,7 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
   };
   if (header.value.restoreOf !== undefined) manifest.restoreOf = header.value.restoreOf;
   if (structure.length > 0) manifest.structure = structure;
-  return ignored === undefined ? { manifest, wholeBytes } : { manifest, wholeBytes, ignored };
+  return ignored === undefined ? { manifest, entries, wholeBytes } : { manifest, entries, wholeBytes, ignored };
 }
 
 type LineResult<T> = { ok: true; value: T } | { ok: false; reason: string };

@@ -5,6 +5,7 @@ import { BrokerError, ErrorCodes, errnoOf } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
 import { readForAside, storePlaceOf, type HeldForWriting, type StorePlace } from './aside.js';
 import { liveRenames, pathAfterRenames, pathBeforeRenames, treePaths } from './renames.js';
+import { addsTo, leaseRecordFiles, leaseRecordsName, readNewRecords } from './lease-records.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
 import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildMetadataEntry, buildRenamedEntry, buildSpecialEntry, checkTargetPath, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
@@ -136,6 +137,8 @@ interface OpenTurn {
   renames: RenamedEntry[];
   /** Set while #expandRenames records the renamed trees path by path: other records wait for it. */
   expanding?: Promise<void> | undefined;
+  /** The records files of supervisors' leases (lease-records.ts) and how much of each is read. */
+  leases: Map<string, number>;
 }
 
 /** The inode number of what is at `file` (a renamed directory's identity, which a rename back checks). */
@@ -789,6 +792,50 @@ export class SessionBackupStore {
   }
 
   /**
+   * A records file for a supervisor's lease in the open turn (lease-records.ts): where it
+   * appends, the header line it starts with, and the blobs directory it moves files into.
+   */
+  async leaseRecords(turnId: string): Promise<{ file: string; header: string; blobs: string }> {
+    const id = validateTurnId(turnId);
+    const turn = await this.#turnFor(id);
+    const file = path.join(this.layout.turns, leaseRecordsName(id));
+    turn.leases.set(file, 0);
+    return { file, header: JSON.stringify(journalHeaderOf(turn.manifest)), blobs: this.layout.blobs };
+  }
+
+  /**
+   * Take into the turn what its supervisors recorded since the last look, in their order
+   * and as any record (the first of a path wins): before the broker decides a kernel
+   * request, and at the commit. Returns the entries that were new to the turn.
+   */
+  async ingestLeases(turnId: string): Promise<TurnEntry[]> {
+    const id = validateTurnId(turnId);
+    if (!this.#turns.has(id)) return [];
+    return this.#exclusively(async () => this.#ingest(id, await this.#turnFor(id)));
+  }
+
+  async #ingest(turnId: string, turn: OpenTurn): Promise<TurnEntry[]> {
+    const added: TurnEntry[] = [];
+    for (const [file, offset] of turn.leases) {
+      const read = readNewRecords(file, offset, { turnId, sessionId: this.sessionId });
+      turn.leases.set(file, read.offset);
+      for (const entry of read.entries) {
+        if (!addsTo(turn.byPath, entry)) continue;
+        // Into the journal too, unsynced: its readers then see it in its order among the broker's own.
+        const line = encodeEntryLine(entry);
+        this.#remember(turn, entry);
+        turn.deferred.push(line);
+        turn.unsynced = true;
+        if (entry.kind === 'file' && entry.sha256 !== null) this.blobs.noteKept(entry.sha256, this.#durable);
+        added.push(entry);
+      }
+    }
+    if (turn.deferred.length > 0 && turn.journalBytes !== undefined) await this.#writeDeferred(turnId, turn);
+    else if (turn.deferred.length > 0) await this.#writeLines(turnId, turn, '', false);
+    return added;
+  }
+
+  /**
    * Close a turn: record what each backed-up path looks like now (so restore can tell
    * whether anyone changed it since) and the message. A turn without backups is still
    * written, with no files, so every committed turn is listed.
@@ -799,6 +846,7 @@ export class SessionBackupStore {
       const turn = await this.#turnFor(id, options);
       const { manifest } = turn;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${id} is already committed`);
+      await this.#ingest(id, turn);
       // A few paths at a time: a turn of thousands of files spends its commit waiting on lstat/open/read.
       const entries = turnEntries(manifest);
       const renames = turn.renames;
@@ -835,8 +883,9 @@ export class SessionBackupStore {
       // Deferred lines are in the manifest now; the journal is about to go.
       if (turn.flushTimer !== undefined) clearTimeout(turn.flushTimer);
       turn.deferred = [];
-      // The manifest supersedes the journal; one left behind by a crash here is ignored and tidied on open.
+      // The manifest supersedes the journal and the records files; one left behind by a crash here is ignored and tidied on open.
       await removeQuietly(journalPath(this.layout, id));
+      for (const file of await leaseRecordFiles(this.layout, id)) await removeQuietly(file);
       this.#log.info({ phase: 'commit', turnId: id, files: files.length }, 'backup turn committed');
       return committed;
     });
@@ -938,7 +987,7 @@ export class SessionBackupStore {
       const appendable = journal !== undefined && !journal.tornTail;
       const entries = turnEntries(manifest);
       const byPath = new Map(entries.filter((entry) => !isRenameRecord(entry)).map((f) => [f.path, f]));
-      return { manifest, byPath, journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined, renames: liveRenames(entries) };
+      return { manifest, byPath, journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined, renames: liveRenames(entries), leases: new Map() };
     }
     const created: TurnManifest = {
       version: MANIFEST_VERSION,
@@ -951,7 +1000,7 @@ export class SessionBackupStore {
       files: [],
     };
     if (options.restoreOf !== undefined) created.restoreOf = validateTurnId(options.restoreOf);
-    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined, renames: [] };
+    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined, renames: [], leases: new Map() };
   }
 
   /** Journal writes and commits run one at a time. */

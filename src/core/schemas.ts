@@ -72,6 +72,8 @@ export const requestOptionsSchema = z.strictObject({
    * where the broker says (`Outcome.handover`) instead of deleting it (the kernel supervisor).
    */
   movesAside: z.boolean().optional(),
+  /** A token request for the session's lease (the kernel supervisor's), not for a file: see the lease plugin. */
+  lease: z.boolean().optional(),
   /** For touch: the times to set (seconds since the epoch); now when absent. */
   atime: z.number().optional(),
   mtime: z.number().optional(),
@@ -146,6 +148,8 @@ export const grantSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('token'), token: z.string().min(1) }),
   z.strictObject({ kind: z.literal('sandbox') }),
   z.strictObject({ kind: z.literal('fd'), fd: z.number().int().min(0) }),
+  /** The session's policy compiled for the kernel supervisor (the lease plugin's; opaque to the core). */
+  z.strictObject({ kind: z.literal('lease'), lease: z.record(z.string(), z.unknown()) }),
 ]);
 export type Grant = z.infer<typeof grantSchema>;
 

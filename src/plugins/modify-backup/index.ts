@@ -15,6 +15,8 @@ import { DEFAULT_DURABILITY, durabilitySchema, normaliseBackupSettings } from '.
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
 import { recordPlan, type ExemptFrom, type RecordPlan } from './affected-files.js';
+import { getLeaseHooks } from '../lease/hooks.js';
+import { leasedOpSchema } from '../lease/schema.js';
 import { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
 
 export { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
@@ -148,6 +150,28 @@ export class ModifyBackupPlugin implements BrokerPlugin {
           });
         }
       }
+    });
+
+    // What a supervisor records under a lease, and where; the changes it may then decide.
+    getLeaseHooks(broker).contribute.tapPromise(this.name, async (lease) => {
+      const store = this.#enabled ? await this.store(broker).catch(() => undefined) : undefined;
+      if (!store?.enabled) {
+        // Nothing is recorded: the supervisor has nothing to write either.
+        if (!this.#enabled) lease.ops.push(...leasedOpSchema.options);
+        return;
+      }
+      const turn = await broker.beginTurn();
+      await store.beginTurn(turn.id, { startedAt: turn.startedAt });
+      const records = await store.leaseRecords(turn.id);
+      lease.store = { turnId: turn.id, journal: records.file, header: records.header, blobs: records.blobs, durability: store.durability };
+      // Durably backed up before each change ('each'): only what records no data (creations) is left to the supervisor.
+      lease.ops.push(...(store.durability === 'each' ? (['create', 'mkdir', 'link'] as const) : leasedOpSchema.options));
+    });
+    getLeaseHooks(broker).catchUp.tapPromise(this.name, async () => {
+      const turnId = broker.currentTurn?.id;
+      const store = turnId ? await this.#store?.catch(() => undefined) : undefined;
+      if (!turnId || !store) return;
+      for (const entry of await store.ingestLeases(turnId)) getLeaseHooks(broker).leased.call(entry);
     });
 
     broker.hooks.close.tapPromise(this.name, async () => {
