@@ -25,6 +25,7 @@ let base: string;
 let home: string;
 let ws: string;
 const holders: ChildProcess[] = [];
+const stores: SessionBackupStore[] = [];
 
 beforeEach(async () => {
   base = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'bsh-aside-')));
@@ -35,11 +36,15 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   for (const child of holders.splice(0)) child.kill('SIGKILL');
+  // Its spare temp files are made in the background: closed first, so nothing writes while the world goes.
+  for (const store of stores.splice(0)) await store.close();
   await fs.rm(base, { recursive: true, force: true });
 });
 
 async function open(durability: 'each' | 'turn' = 'turn'): Promise<SessionBackupStore> {
-  return SessionBackupStore.open({ home, sessionId: 's1', metadata: nativeMetadataOps(), durability });
+  const store = await SessionBackupStore.open({ home, sessionId: 's1', metadata: nativeMetadataOps(), durability });
+  stores.push(store);
+  return store;
 }
 
 /** A python process that maps `file` shared and writable, closes its descriptor and waits; resolves once it holds the mapping. */
