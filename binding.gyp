@@ -14,7 +14,8 @@
         "native/addon/seccomp-notif-probe.cc",
         "native/addon/send-fd.cc",
         "native/addon/plain-walk.cc",
-        "native/addon/terminal.cc"
+        "native/addon/terminal.cc",
+        "native/addon/write-lease.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "native/include"],
       "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS"],

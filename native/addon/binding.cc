@@ -13,6 +13,7 @@ static Napi::Object Init(Napi::Env env, Napi::Object exports) {
   bsh::RegisterSendWithFd(env, exports);
   bsh::RegisterPlainWalk(env, exports);
   bsh::RegisterTerminal(env, exports);
+  bsh::RegisterWriteLease(env, exports);
   return exports;
 }
 

@@ -14,6 +14,7 @@ void RegisterKernelProbe(Napi::Env env, Napi::Object exports);      // kernel-pr
 void RegisterSendWithFd(Napi::Env env, Napi::Object exports);       // send-fd.cc
 void RegisterPlainWalk(Napi::Env env, Napi::Object exports);        // plain-walk.cc
 void RegisterTerminal(Napi::Env env, Napi::Object exports);         // terminal.cc
+void RegisterWriteLease(Napi::Env env, Napi::Object exports);       // write-lease.cc
 
 }  // namespace bsh
 

@@ -26,6 +26,7 @@ struct Probe {
   bool seccompUserNotif = false;
   bool seccompAddfdSend = false;
   bool seccompWaitKillableRecv = false;
+  bool seccompSyncWakeUp = false;
   bool openat2 = false;
   bool pidfdGetfd = false;
   bool fchmodat2 = false;
@@ -48,7 +49,7 @@ void ProbeSeccomp(Probe* probe) {
   unsigned int action = SECCOMP_RET_USER_NOTIF;
   if (syscall(__NR_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) != 0) {
     probe->Note("seccomp(GET_ACTION_AVAIL, RET_USER_NOTIF)", errno);
-    probe->notes.push_back("seccomp ADDFD_FLAG_SEND, WAIT_KILLABLE_RECV: not probed without user notification");
+    probe->notes.push_back("seccomp ADDFD_FLAG_SEND, WAIT_KILLABLE_RECV, SYNC_WAKE_UP: not probed without user notification");
     return;
   }
   probe->seccompUserNotif = true;
@@ -58,6 +59,9 @@ void ProbeSeccomp(Probe* probe) {
   NotifProbeResult killable = ProbeWaitKillableRecv();
   probe->seccompWaitKillableRecv = killable.ok;
   if (!killable.ok) probe->notes.push_back(killable.note);
+  NotifProbeResult sync = ProbeSyncWakeUp();
+  probe->seccompSyncWakeUp = sync.ok;
+  if (!sync.ok) probe->notes.push_back(sync.note);
 }
 
 // A real openat2 that resolves "/" the way the broker will use it.
@@ -132,6 +136,7 @@ Napi::Value ProbeKernel(const Napi::CallbackInfo& info) {
   result.Set("seccompUserNotif", Napi::Boolean::New(env, probe.seccompUserNotif));
   result.Set("seccompAddfdSend", Napi::Boolean::New(env, probe.seccompAddfdSend));
   result.Set("seccompWaitKillableRecv", Napi::Boolean::New(env, probe.seccompWaitKillableRecv));
+  result.Set("seccompSyncWakeUp", Napi::Boolean::New(env, probe.seccompSyncWakeUp));
   result.Set("openat2", Napi::Boolean::New(env, probe.openat2));
   result.Set("pidfdGetfd", Napi::Boolean::New(env, probe.pidfdGetfd));
   result.Set("fchmodat2", Napi::Boolean::New(env, probe.fchmodat2));

@@ -182,8 +182,8 @@ class Child {
 
 NotifProbeResult Fail(const std::string& probe, const std::string& why) { return {false, probe + ": " + why}; }
 
-NotifProbeResult RunProbe(bool waitKillable) {
-  const std::string probe = waitKillable ? "seccomp WAIT_KILLABLE_RECV" : "seccomp ADDFD_FLAG_SEND";
+NotifProbeResult RunProbe(bool waitKillable, bool syncWakeUp) {
+  const std::string probe = syncWakeUp ? "seccomp SYNC_WAKE_UP" : waitKillable ? "seccomp WAIT_KILLABLE_RECV" : "seccomp ADDFD_FLAG_SEND";
   // Notify on the trapped syscall of this architecture; allow everything else.
   static struct sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -223,6 +223,9 @@ NotifProbeResult RunProbe(bool waitKillable) {
                                  report.err));
   }
   if (report.stage != kListenerSent || !listener.Valid()) return Fail(probe, "no listener fd received");
+  if (syncWakeUp && ioctl(listener.Get(), SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, 0) != 0) {
+    return Fail(probe, ErrnoText("SECCOMP_IOCTL_NOTIF_SET_FLAGS(SYNC_WAKE_UP)", errno));
+  }
 
   if (int err = WaitReadable(listener.Get(), deadline)) {
     return Fail(probe, ErrnoText("waiting for the notification", err));
@@ -281,7 +284,8 @@ NotifProbeResult RunProbe(bool waitKillable) {
 
 }  // namespace
 
-NotifProbeResult ProbeAddfdSend() { return RunProbe(false); }
-NotifProbeResult ProbeWaitKillableRecv() { return RunProbe(true); }
+NotifProbeResult ProbeAddfdSend() { return RunProbe(false, false); }
+NotifProbeResult ProbeWaitKillableRecv() { return RunProbe(true, false); }
+NotifProbeResult ProbeSyncWakeUp() { return RunProbe(true, true); }
 
 }  // namespace bsh

@@ -20,6 +20,9 @@ NotifProbeResult ProbeAddfdSend();
 // return value that the child must see.
 NotifProbeResult ProbeWaitKillableRecv();
 
+// The same round trip with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP set on the listener (Linux 6.6+).
+NotifProbeResult ProbeSyncWakeUp();
+
 }  // namespace bsh
 
 #endif

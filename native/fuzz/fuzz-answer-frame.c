@@ -52,6 +52,14 @@ static int ref_next(const uint8_t *p, size_t n, struct ref_answer *a, size_t *us
     *lens[i] = sl;
     o += sl;
   }
+  /* An optional third string (aside). */
+  if (o < len) {
+    if (o + 2 > len) return -1;
+    size_t sl = le16(body + o);
+    o += 2;
+    if (sl > BSH_PATH_MAX - 1 || o + sl > len || memchr(body + o, 0, sl)) return -1;
+    o += sl;
+  }
   if (o != len) return -1;
   *used = 4 + len;
   return 1;

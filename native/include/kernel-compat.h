@@ -69,6 +69,13 @@ struct bsh_landlock_ruleset_attr {
 #ifndef SECCOMP_ADDFD_FLAG_SEND
 #define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
 #endif
+/* Linux 6.6: the target hands its CPU to the supervisor instead of waking it on another one. */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
 
 /* pidfd_open(2) flag for a pidfd naming one thread (Linux 6.9); O_EXCL's value. */
 #ifndef PIDFD_THREAD

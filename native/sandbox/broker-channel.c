@@ -159,9 +159,13 @@ int bsh_channel_next(struct bsh_channel *ch, struct bsh_answer *a) {
   a->id = get_u32(p);
   a->err = (int32_t)get_u32(p + 4);
   size_t o = 8;
-  if (take_str(p, len, &o, a->path, &a->path_len) != 0 || take_str(p, len, &o, a->to, &a->to_len) != 0 ||
-      o != len)
+  if (take_str(p, len, &o, a->path, &a->path_len) != 0 || take_str(p, len, &o, a->to, &a->to_len) != 0)
     return -EPROTO;
+  /* The third string is optional: an answer without it moves nothing aside. */
+  a->aside[0] = '\0';
+  a->aside_len = 0;
+  if (o < len && take_str(p, len, &o, a->aside, &a->aside_len) != 0) return -EPROTO;
+  if (o != len) return -EPROTO;
   memmove(ch->in, ch->in + 4 + len, ch->in_len - 4 - len);
   ch->in_len -= 4 + len;
   return 1;

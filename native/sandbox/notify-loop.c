@@ -4,11 +4,14 @@
  * broker becomes a pending request (by id) while the loop keeps serving others, so no
  * target ever blocks the loop. When the broker answers, the target is re-checked
  * (it may have died) and the operation is performed on the paths the broker checked.
- * One question is out at a time, and its operation is performed before the next is
- * sent: the broker's check and backup describe the file the operation then reaches
- * only if no other call of the command changes that name in between (a link or rename
- * onto a name the broker just saw absent or backed up would otherwise redirect the
- * write to a file nobody backed up). The broker decides changes one at a time anyway.
+ * Questions go out as they come, several at once: the broker's check and backup
+ * describe the file the operation then reaches only if no other call of the command
+ * changes that name in between (a link or rename onto a name the broker just saw absent
+ * or backed up would otherwise redirect the write to a file nobody backed up), and the
+ * broker keeps that true per name: after an allow it starts no change of that name, of a
+ * directory above it or below it, until this loop's performed notice says the operation
+ * is over (a name that resolves elsewhere than it reads holds every name). Calls on
+ * other names, and a call held for a person's answer, keep nobody else waiting.
  * A refusal the supervisor decides itself is reported to the broker the same way (a
  * pending BSH_OP_REFUSED request) and answered to the target when the broker has
  * recorded it, so it is audited and a loop of refused calls waits for the broker.
@@ -40,9 +43,6 @@ struct loop {
   struct bsh_channel ch;
   struct bsh_call **pending;
   size_t n_pending, cap_pending;
-  /* Questions waiting for the one out to be answered and performed, oldest first. */
-  struct bsh_call **waiting;
-  size_t n_waiting, cap_waiting;
   uint32_t next_id;
   pid_t child;
   int child_status;
@@ -86,9 +86,9 @@ static void call_free(struct bsh_call *c) {
 }
 
 /* Performs the operation and answers: an injected fd for opens (atomically, ADDFD_FLAG_SEND). */
-static void finish(struct loop *L, struct bsh_call *c, const char *path, const char *to) {
+static void finish(struct loop *L, struct bsh_call *c, const char *path, const char *to, const char *aside) {
   int fd = -1;
-  int rc = bsh_perform(c, path, to, &fd);
+  int rc = bsh_perform(c, path, to, aside, &fd);
   if (rc == 0 && c->op == BSH_OP_OPEN) {
     struct seccomp_notif_addfd add = {
         .id = c->notif_id,
@@ -120,11 +120,6 @@ static void refuse_all_pending(struct loop *L, int err) {
     call_free(L->pending[i]);
   }
   L->n_pending = 0;
-  for (size_t i = 0; i < L->n_waiting; i++) {
-    respond(L->listener, L->waiting[i]->notif_id, -err, 0);
-    call_free(L->waiting[i]);
-  }
-  L->n_waiting = 0;
 }
 
 /* Appends `c` to a growable list of calls. 0 or -ENOMEM. */
@@ -145,12 +140,8 @@ static uint32_t next_id(struct loop *L) {
   return L->next_id;
 }
 
-/*
- * Sends `c` to the broker (a question, or a refusal to record) and keeps it pending, or
- * queues it behind the one out. 0 or -errno.
- */
+/* Sends `c` to the broker (a question, or a refusal to record) and keeps it pending. 0 or -errno. */
 static int send_pending(struct loop *L, struct bsh_call *c) {
-  if (L->n_pending > 0) return push_call(&L->waiting, &L->n_waiting, &L->cap_waiting, c);
   c->broker_id = next_id(L);
   int rc = bsh_channel_queue(&L->ch, c);
   if (rc == 0) rc = push_call(&L->pending, &L->n_pending, &L->cap_pending, c);
@@ -186,7 +177,7 @@ static int on_notification(struct loop *L) {
   case BSH_ACT_ERRNO: respond(L->listener, c->notif_id, -c->err, 0); break;
   case BSH_ACT_DONE: respond(L->listener, c->notif_id, 0, 0); break;
   case BSH_ACT_CONTINUE: respond(L->listener, c->notif_id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE); break;
-  case BSH_ACT_DIRECT: finish(L, c, c->path, c->to); break;
+  case BSH_ACT_DIRECT: finish(L, c, c->path, c->to, NULL); break;
   case BSH_ACT_HELD: break; /* the network module owns the call (and its socket) now */
   case BSH_ACT_COUNT: bsh_net_answer(c->notif_id, c->count); break;
   case BSH_ACT_ASK: {
@@ -249,10 +240,11 @@ static int act_on_answer(struct loop *L, struct bsh_call *c, const struct bsh_an
   if (a->err != 0) {
     respond(L->listener, c->notif_id, a->err > 0 && a->err < 4096 ? -a->err : -EACCES, 0);
   } else if (a->path_len == 0 || a->path[0] != '/' || needs_to != (a->to_len > 0) ||
-             (needs_to && a->to[0] != '/')) {
+             (needs_to && a->to[0] != '/') ||
+             (a->aside_len > 0 && (a->aside[0] != '/' || (c->op != BSH_OP_UNLINK && c->op != BSH_OP_RENAME)))) {
     respond(L->listener, c->notif_id, -EACCES, 0); /* an "allow" without usable paths */
   } else {
-    finish(L, c, a->path, a->to);
+    finish(L, c, a->path, a->to, a->aside_len > 0 ? a->aside : NULL);
   }
   call_free(c);
   return 0;
@@ -276,28 +268,10 @@ static int answer_one(struct loop *L, const struct bsh_answer *a) {
   return rc;
 }
 
-/* Sends the oldest waiting question whose caller still waits; the others are answered as they fail. */
-static void send_next(struct loop *L) {
-  while (L->n_pending == 0 && L->n_waiting > 0) {
-    struct bsh_call *c = L->waiting[0];
-    memmove(L->waiting, L->waiting + 1, --L->n_waiting * sizeof *L->waiting);
-    if (!id_valid(L->listener, c->notif_id)) {
-      call_free(c);
-      continue;
-    }
-    int rc = send_pending(L, c);
-    if (rc == 0) continue;
-    respond(L->listener, c->notif_id, rc == -ENAMETOOLONG ? rc : c->op == BSH_OP_REFUSED ? -c->err : -EACCES, 0);
-    call_free(c);
-  }
-}
-
 static int on_answer(struct loop *L, const struct bsh_answer *a) {
   /* The broker's messages (id 0) and answers to network questions go to the network module. */
   if (a->id == 0 || (a->id & BSH_NET_ID_BIT)) return bsh_net_on_answer(a);
-  int rc = answer_one(L, a);
-  if (rc == 0) send_next(L);
-  return rc;
+  return answer_one(L, a);
 }
 
 static void reap(struct loop *L) {
@@ -330,7 +304,6 @@ static int fail_closed(struct loop *L, const char *why) {
   bsh_kill_descendants(L->listener);
   refuse_all_pending(L, EPERM);
   free(L->pending);
-  free(L->waiting);
   return BSH_EXIT_BROKER_LOST;
 }
 
@@ -348,6 +321,12 @@ void bsh_refuse_pending(int listener) {
 
 int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int sigfd) {
   struct loop L = {.cfg = cfg, .listener = listener, .child = child, .ch = {.fd = cfg->broker_fd}};
+  /*
+   * Where the kernel has it (6.6+), a target entering a notified call hands its CPU to this
+   * loop instead of waking it on another one: ≈ 2 µs a round trip rather than 20–50. An
+   * older kernel refuses the flag (EINVAL, ENOTTY): the loop works the same, only slower.
+   */
+  (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, 0);
   if (init_buffers() != 0) {
     fprintf(stderr, "%s: cannot size seccomp notifications\n", BSH_NAME);
     bsh_kill_descendants(listener);
@@ -389,7 +368,6 @@ int bsh_supervise(const struct bsh_config *cfg, int listener, pid_t child, int s
   bsh_net_flush_records();
   refuse_all_pending(&L, EPERM);
   free(L.pending);
-  free(L.waiting);
   if (WIFEXITED(L.child_status)) return WEXITSTATUS(L.child_status);
   if (WIFSIGNALED(L.child_status)) return 128 + WTERMSIG(L.child_status);
   return 1;

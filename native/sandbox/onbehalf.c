@@ -159,7 +159,48 @@ static int meta_at(const struct bsh_call *c, int pfd, const char *name) {
   return rc == 0 ? 0 : -errno;
 }
 
-static int two_paths(const struct bsh_call *c, const char *path, const char *to) {
+/* Is `name` in `dfd` (not followed) a regular file / a directory? */
+static bool is_kind(int dfd, const char *name, mode_t kind) {
+  struct stat st;
+  return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+/*
+ * Moves `name` in `dfd` to `aside`, a blob in the backup store: the file is its own
+ * backup. The store is the broker's, never the command's, so its directory is walked like
+ * any other; the name at `aside`, if any, holds the same bytes (it is their hash).
+ */
+static int move_aside(int dfd, const char *name, const char *aside) {
+  const char *blob;
+  int afd = open_parent(aside, &blob);
+  /* The backup cannot be made where the broker said: refused, like any change it could not back up. */
+  if (afd < 0) return -EACCES;
+  int rc = renameat(dfd, name, afd, blob) == 0 ? 0 : -EACCES;
+  close(afd);
+  return rc;
+}
+
+/*
+ * A rename over a regular file whose old version goes aside: the names are swapped
+ * (RENAME_EXCHANGE), so `to` never stops existing, and the old file, at the source's name
+ * now, moves into the store. If that move fails they are swapped back and the rename fails.
+ * A `to` gone or no longer a file, or a directory source (the plain rename would fail),
+ * leaves it to the plain rename.
+ */
+static int rename_keeping(int p1, const char *n1, int p2, const char *n2, const char *aside) {
+  if (is_kind(p1, n1, S_IFDIR) || !is_kind(p2, n2, S_IFREG)) return renameat2(p1, n1, p2, n2, 0) == 0 ? 0 : -errno;
+  if (renameat2(p1, n1, p2, n2, RENAME_EXCHANGE) != 0) {
+    if (errno != ENOENT) return -errno;
+    return renameat2(p1, n1, p2, n2, 0) == 0 ? 0 : -errno;
+  }
+  int rc = move_aside(p1, n1, aside);
+  if (rc != 0 && renameat2(p1, n1, p2, n2, RENAME_EXCHANGE) != 0) {
+    fprintf(stderr, "%s: cannot undo a half-made rename (%s): %s\n", BSH_NAME, strerror(errno), n1);
+  }
+  return rc;
+}
+
+static int two_paths(const struct bsh_call *c, const char *path, const char *to, const char *aside) {
   const char *n1 = NULL, *n2 = NULL;
   int p1 = c->fd_form == BSH_FD_NONE ? open_parent(path, &n1) : AT_FDCWD;
   if (p1 < 0 && p1 != AT_FDCWD) return p1;
@@ -168,7 +209,9 @@ static int two_paths(const struct bsh_call *c, const char *path, const char *to)
   if (rc == 0 && c->op == BSH_OP_RENAME && (c->path_slash || c->to_slash))
     rc = -slash_rule(p1, n1, 0, ENOENT, ENOTDIR);
   if (rc == 0 && c->op == BSH_OP_LINK && c->to_slash) rc = -slash_rule(p2, n2, EEXIST, ENOENT, EEXIST);
-  if (rc == 0 && c->op == BSH_OP_RENAME) {
+  if (rc == 0 && c->op == BSH_OP_RENAME && aside && c->flags == 0 && c->fd_form == BSH_FD_NONE) {
+    rc = rename_keeping(p1, n1, p2, n2, aside);
+  } else if (rc == 0 && c->op == BSH_OP_RENAME) {
     rc = renameat2(p1, n1, p2, n2, c->flags) == 0 ? 0 : -errno;
   } else if (rc == 0 && c->fd_form != BSH_FD_NONE) {
     /* flink(): our own duplicate through /proc/self, the way that needs no CAP_DAC_READ_SEARCH. */
@@ -183,9 +226,9 @@ static int two_paths(const struct bsh_call *c, const char *path, const char *to)
   return rc;
 }
 
-int bsh_perform(const struct bsh_call *c, const char *path, const char *to, int *out_fd) {
+int bsh_perform(const struct bsh_call *c, const char *path, const char *to, const char *aside, int *out_fd) {
   if (c->op == BSH_OP_OPEN) return do_open(c, path, out_fd);
-  if (c->op == BSH_OP_RENAME || c->op == BSH_OP_LINK) return two_paths(c, path, to);
+  if (c->op == BSH_OP_RENAME || c->op == BSH_OP_LINK) return two_paths(c, path, to, aside);
   if (c->op == BSH_OP_FILE_SETATTR) return -EPERM;
   if (c->fd_form != BSH_FD_NONE) return meta_on_fd(c);
   const char *name;
@@ -201,7 +244,9 @@ int bsh_perform(const struct bsh_call *c, const char *path, const char *to, int 
   case BSH_OP_UNLINK:
   case BSH_OP_RMDIR:
     rc = c->path_slash && c->op == BSH_OP_UNLINK ? -slash_rule(pfd, name, EISDIR, ENOENT, ENOTDIR) : 0;
-    if (rc == 0) rc = unlinkat(pfd, name, c->op == BSH_OP_RMDIR ? AT_REMOVEDIR : 0) == 0 ? 0 : -errno;
+    /* The broker kept this file by name: moving it into the store removes it here. */
+    if (rc == 0 && aside && c->op == BSH_OP_UNLINK && is_kind(pfd, name, S_IFREG)) rc = move_aside(pfd, name, aside);
+    else if (rc == 0) rc = unlinkat(pfd, name, c->op == BSH_OP_RMDIR ? AT_REMOVEDIR : 0) == 0 ? 0 : -errno;
     break;
   case BSH_OP_SYMLINK:
   case BSH_OP_MKNOD:

@@ -396,6 +396,13 @@ enum bsh_action bsh_dec_rename(const struct bsh_config *cfg, struct bsh_call *c,
    */
   if (flags & RENAME_EXCHANGE)
     return bsh_report(c, EPERM, "RENAME_EXCHANGE outside the command's temp dir: a swap is neither backed up nor judged");
+  /*
+   * RENAME_NOREPLACE over a name that is there: the kernel's EEXIST, which it gives right
+   * after finding both names (a missing source is ENOENT first). mv tries it before every
+   * plain rename over a file; asked, it would have the broker back up the file it keeps.
+   */
+  struct stat st;
+  if ((flags & RENAME_NOREPLACE) && !c->to_slash && lstat(c->path, &st) == 0 && lstat(c->to, &st) == 0) return refuse(c, EEXIST);
   return ask(c);
 }
 

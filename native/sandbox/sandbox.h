@@ -445,7 +445,8 @@ bool bsh_leaves_scratch(const struct bsh_config *cfg, const struct bsh_call *c, 
 enum bsh_action bsh_decode(const struct bsh_config *cfg, const void *notif, struct bsh_call *c);
 
 /* --- onbehalf.c --- */
-int bsh_perform(const struct bsh_call *c, const char *path, const char *to, int *out_fd);
+/* `aside`: NULL, or where an unlink's file or a rename's replaced file is moved instead of deleted. */
+int bsh_perform(const struct bsh_call *c, const char *path, const char *to, const char *aside, int *out_fd);
 
 /* --- broker-channel.c --- */
 struct bsh_channel {
@@ -460,7 +461,9 @@ struct bsh_answer {
   int32_t err;
   char path[BSH_PATH_MAX];
   char to[BSH_PATH_MAX];
-  size_t path_len, to_len;
+  /* Where the file an unlink removes or a rename replaces goes instead (a blob in the store); empty: deleted as usual. */
+  char aside[BSH_PATH_MAX];
+  size_t path_len, to_len, aside_len;
 };
 int bsh_channel_queue(struct bsh_channel *ch, const struct bsh_call *c);
 int bsh_channel_queue_performed(struct bsh_channel *ch, uint32_t id);
@@ -471,6 +474,74 @@ size_t bsh_channel_unsent(const struct bsh_channel *ch);
 int bsh_channel_flush(struct bsh_channel *ch);
 int bsh_channel_fill(struct bsh_channel *ch);
 int bsh_channel_next(struct bsh_channel *ch, struct bsh_answer *a);
+
+/* --- lease-glob.c --- */
+/* One brace-free alternative of a rule glob, as glob.ts compiles it (the lease carries it). */
+struct bsh_glob_class {
+  bool negated;
+  uint16_t *ranges; /* lo, hi pairs of UTF-16 code units */
+  size_t n_ranges;
+};
+struct bsh_glob_prog {
+  uint8_t *ops;
+  int32_t *a, *b;
+  size_t n;
+  struct bsh_glob_class *classes;
+  size_t n_classes;
+  uint16_t **needs; /* texts every match contains, as code units */
+  size_t *need_len;
+  size_t n_needs;
+  /* Worked out at load: the testing instructions each instruction reaches, and whether the match does. */
+  int32_t *cl_start, *cl_list;
+  uint8_t *cl_match;
+};
+int bsh_glob_finish(struct bsh_glob_prog *p);
+void bsh_glob_free(struct bsh_glob_prog *p);
+/* Does `p` match the path (`units`, its UTF-16 code units) or a directory above it? */
+bool bsh_glob_within(const struct bsh_glob_prog *p, const uint16_t *units, size_t n);
+/* UTF-8 to UTF-16 code units (as JavaScript sees the path); -1 when not valid UTF-8 or longer than `cap`. */
+ssize_t bsh_utf16_of(const char *s, uint16_t *out, size_t cap);
+
+/* --- lease.c --- */
+/* The changes a lease may cover (src/plugins/lease/schema.ts leasedOpSchema). */
+enum bsh_lease_op {
+  BSH_LEASE_CREATE = 1 << 0,
+  BSH_LEASE_MKDIR = 1 << 1,
+  BSH_LEASE_UNLINK = 1 << 2,
+  BSH_LEASE_RMDIR = 1 << 3,
+  BSH_LEASE_RENAME = 1 << 4,
+  BSH_LEASE_LINK = 1 << 5,
+  BSH_LEASE_CHMOD = 1 << 6,
+  BSH_LEASE_CHOWN = 1 << 7,
+  BSH_LEASE_UTIMES = 1 << 8,
+};
+struct bsh_strings {
+  char **v; /* sorted (strcmp), for bsearch */
+  size_t n, cap;
+};
+struct bsh_lease_glob {
+  bool write, del;
+  struct bsh_glob_prog *progs;
+  size_t n, cap;
+};
+struct bsh_lease {
+  bool active;
+  unsigned ops;
+  bool setid;
+  struct bsh_strings roots, claims, anchors, holds, names, finals;
+  struct bsh_lease_glob *globs;
+  size_t n_globs, cap_globs;
+  /* Where records go; has_store false when backups are off. */
+  bool has_store, durable_each;
+  char turn[160];
+  char journal[BSH_PATH_MAX];
+  char blobs[BSH_PATH_MAX];
+  char *header;
+};
+int bsh_lease_load(struct bsh_lease *out, const char *file, char *err, size_t errlen);
+void bsh_lease_free(struct bsh_lease *l);
+/* Does the lease cover `op` on `path` (absolute, walked without a symlink)? `mode` -1 when the change gives none. */
+bool bsh_lease_allows(const struct bsh_lease *l, unsigned op, const char *path, bool del, long mode, bool directory);
 
 /* --- notify-loop.c --- */
 void bsh_refuse_pending(int listener);

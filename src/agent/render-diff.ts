@@ -16,7 +16,7 @@ export function isBinary(bytes: Buffer): boolean {
 }
 
 const paint = (code: string, text: string) => `\u001b[${code}m${text}\u001b[0m`;
-const octal = (mode: number) => mode.toString(8).padStart(4, '0');
+export const octal = (mode: number) => mode.toString(8).padStart(4, '0');
 
 export interface RenderDiffOptions {
   color: boolean;

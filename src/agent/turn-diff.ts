@@ -3,11 +3,12 @@ import { createReadStream, type Stats } from 'node:fs';
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { describeState, observeState } from '../backup/file-state.js';
-import type { AbsentEntry, BackupEntry, DirectoryEntry, SpecialEntry, TurnManifest } from '../backup/manifest-schema.js';
+import type { AbsentEntry, BackupEntry, DirectoryEntry, MetadataEntry, SpecialEntry, TurnManifest } from '../backup/manifest-schema.js';
 import type { SessionBackupStore } from '../backup/session-store.js';
 import { printable } from '../core/printable.js';
 import { contentNow } from './content-now.js';
-import { renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
+import { octal, renderDiff, renderDiffBytes, renderLinkDiff } from './render-diff.js';
+import { metadataOnly } from './turn-json.js';
 
 /** One path of a turn's diff: a unified diff, or a line saying what is there instead (a directory, a special file, no content saved). */
 export interface FileDiff {
@@ -49,12 +50,26 @@ export async function diffTurnEntries(store: SessionBackupStore, manifest: TurnM
   const files: TurnDiffOutput['files'] = [];
   for (const entry of entries) files.push({ path: entry.path, diff: await entryDiff(store, entry, style) });
   for (const entry of specials) files.push({ path: entry.path, diff: await noContentLine(entry) });
+  if (path === undefined) for (const entry of metadataOnly(manifest)) files.push({ path: entry.path, diff: await metadataLine(entry) });
   return { files };
 }
 
-/** A directory or special file the turn recorded: what it was, and what is there now. */
-async function noContentLine(entry: DirectoryEntry | SpecialEntry): Promise<string> {
-  const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
+/** A file whose metadata alone the turn kept: what of it changed since. */
+async function metadataLine(entry: MetadataEntry): Promise<string> {
+  const shown = printable(entry.path);
+  const stats = await lstat(entry.path, { bigint: true }).catch(() => undefined);
+  if (!stats?.isFile()) return `${shown}: a regular file of ${entry.size} B before the turn (only its metadata was kept); now ${stats ? describeType(stats) : 'gone'}`;
+  const lines = [`${shown}: only its metadata was kept (the turn left its content as it was)`];
+  const mode = Number(stats.mode & 0o7777n);
+  if (mode !== entry.mode) lines.push(`old mode ${octal(entry.mode)}`, `new mode ${octal(mode)}`);
+  if (Number(stats.uid) !== entry.uid || Number(stats.gid) !== entry.gid) lines.push(`old owner ${entry.uid}:${entry.gid}`, `new owner ${stats.uid}:${stats.gid}`);
+  if (stats.mtimeNs.toString() !== entry.mtimeNs) lines.push(`old mtime ${entry.mtime}`, `new mtime ${stats.mtime.toISOString()}`);
+  return lines.join('\n');
+}
+
+/** A directory, special file or file's metadata the turn recorded: what it was, and what is there now. */
+async function noContentLine(entry: DirectoryEntry | SpecialEntry | MetadataEntry): Promise<string> {
+  const what = entry.kind === 'special' ? `a ${entry.fileType}` : entry.kind === 'metadata' ? `a file (only its mode ${octal(entry.mode)}, owner, times and xattrs were kept)` : 'a directory';
   return `${printable(entry.path)}: ${what} before the turn, no content to diff; now ${describeState(await observeState(entry.path))}`;
 }
 
@@ -84,9 +99,9 @@ async function entriesFor(manifest: TurnManifest, path: string): Promise<Array<B
 }
 
 /** A directory or special file the turn recorded at `path`: named, it is answered, not called untouched. */
-async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | undefined> {
+async function recordedWithoutContent(manifest: TurnManifest, path: string): Promise<DirectoryEntry | SpecialEntry | MetadataEntry | undefined> {
   const names = await namesOf(path);
-  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry => entry.kind !== 'absent' && names.includes(entry.path));
+  return (manifest.structure ?? []).find((entry): entry is DirectoryEntry | SpecialEntry | MetadataEntry => entry.kind !== 'absent' && entry.kind !== 'renamed' && names.includes(entry.path));
 }
 
 /** A path as given (made absolute) and with its parent resolved, as manifests record it. */

@@ -78,7 +78,7 @@ function readNoFollow(file: string): Buffer {
 }
 
 /** Like openForSnapshot (fs-util.ts), synchronously. */
-function openSourceSync(file: string): number {
+export function openSourceSync(file: string): number {
   const base = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK;
   const noAtime = C.O_NOATIME ?? 0;
   if (noAtime !== 0) {

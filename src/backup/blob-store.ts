@@ -157,9 +157,10 @@ export class BlobStore {
     try {
       const before = await source.stat({ bigint: true });
       if (!before.isFile() || !sameIdentity(before, seen)) throw new SourceChanged(`${file} was replaced`);
-      if (before.size > BigInt(maxBytes)) throw new SourceTooLarge(`${file} is ${before.size} bytes`);
       let sourceHash: string | undefined;
+      // A clone shares the file's blocks: nothing is copied, so the cap is for real copies only.
       if (!(this.#reflink && !this.#cannotClone.has(before.dev) && (await this.#tryReflink(file, tmp, before.dev)))) {
+        if (before.size > BigInt(maxBytes)) throw new SourceTooLarge(`${file} is ${before.size} bytes`);
         sourceHash = await streamCopy(source, tmp, maxBytes);
       }
       await this.#faults?.afterCopy?.(tmp);
@@ -272,6 +273,39 @@ export class BlobStore {
       });
     }
     return files.length;
+  }
+
+  /**
+   * Where a file kept whole goes (its blob's name), its fan-out directory made (durably
+   * with `sync`) so the performer's rename finds it.
+   */
+  async prepareAside(sha256: string, sync: boolean): Promise<string> {
+    const final = this.absolutePath(sha256);
+    await this.#fanouts.ensure(path.dirname(final), sync);
+    return final;
+  }
+
+  /**
+   * After the performer is done with a file kept whole: true when its blob is there (moved
+   * in, or there before with the same content), made private like every blob and, unsynced,
+   * left for `syncPending`. False when nothing is there: the performer did not move it.
+   */
+  async settleAside(sha256: string, sync: boolean): Promise<boolean> {
+    const final = this.absolutePath(sha256);
+    try {
+      // Its name is ours alone now; its mode was the old file's.
+      await fs.chmod(final, 0o600);
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return false;
+      throw error;
+    }
+    if (!sync) this.#unsynced.add(final);
+    return true;
+  }
+
+  /** A blob another process (a supervisor's lease) put in place: unsynced, it is left for `syncPending`. */
+  noteKept(sha256: string, synced: boolean): void {
+    if (!synced) this.#unsynced.add(this.absolutePath(sha256));
   }
 
   /** Blobs waiting for `syncPending`. */

@@ -1,7 +1,7 @@
 import type { BigIntStats } from 'node:fs';
 import { BrokerError, ErrorCodes } from '../core/errors.js';
 import { isoFromNs, permissionBits } from './fs-util.js';
-import type { AbsentEntry, BackupEntry, DirectoryEntry, SpecialEntry, SpecialFileType } from './manifest-schema.js';
+import type { AbsentEntry, BackupEntry, DirectoryEntry, MetadataEntry, RenamedEntry, SpecialEntry, SpecialFileType } from './manifest-schema.js';
 
 /** Who asked for a backup and why: the validated caller-supplied part of an entry. */
 export interface EntryBase {
@@ -9,6 +9,8 @@ export interface EntryBase {
   operation: string;
   toolCallId: string | undefined;
   traceId: string | undefined;
+  /** Where the file is now, when that is not `path` (a directory the turn renamed took it along: renames.ts). */
+  source?: string;
 }
 
 /** What was captured of the path itself. */
@@ -121,6 +123,24 @@ export function buildAbsentEntry(base: EntryBase, backedUpAt: string): AbsentEnt
 /** A directory's metadata before the turn changed it or a name in it. */
 export function buildDirectoryEntry(base: EntryBase, stats: BigIntStats, xattrs: Record<string, string> | null, backedUpAt: string): DirectoryEntry {
   const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'directory' as const }, stats) as DirectoryEntry;
+  entry.xattrs = xattrs;
+  entry.backedUpAt = backedUpAt;
+  entry.after = null;
+  return attributed(entry, base);
+}
+
+/** A regular file's size, mode, owner, times and xattrs before the turn changed only those. */
+export function buildMetadataEntry(base: EntryBase, stats: BigIntStats, xattrs: Record<string, string> | null, backedUpAt: string): MetadataEntry {
+  const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'metadata' as const, size: Number(stats.size) }, stats) as MetadataEntry;
+  entry.xattrs = xattrs;
+  entry.backedUpAt = backedUpAt;
+  entry.after = null;
+  return attributed(entry, base);
+}
+
+/** A directory renamed whole to `to`: its metadata, and the names it holds (`tree`). */
+export function buildRenamedEntry(base: EntryBase, to: string, tree: readonly string[], stats: BigIntStats, xattrs: Record<string, string> | null, backedUpAt: string): RenamedEntry {
+  const entry = withMetadata({ path: base.path, operation: base.operation, kind: 'renamed' as const, to, tree: [...tree] }, stats) as RenamedEntry;
   entry.xattrs = xattrs;
   entry.backedUpAt = backedUpAt;
   entry.after = null;

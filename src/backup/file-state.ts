@@ -64,9 +64,13 @@ export function beforeStateOf(entry: TurnEntry): AfterState {
     case 'absent':
       return { type: 'absent' };
     case 'directory':
+    case 'renamed':
       return { type: 'other', fileType: 'directory', mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, xattrs: entry.xattrs };
     case 'special':
       return { type: 'other', fileType: entry.fileType, mode: entry.mode, uid: entry.uid, gid: entry.gid, mtimeNs: entry.mtimeNs, rdev: entry.rdev, xattrs: entry.xattrs };
+    case 'metadata':
+      // The content was not kept: size, mode, mtime, owner and xattrs tell whether it is as before.
+      return { type: 'file', size: entry.size, sha256: null, mode: entry.mode, mtimeNs: entry.mtimeNs, uid: entry.uid, gid: entry.gid, xattrs: entry.xattrs };
     case 'symlink':
       return { type: 'symlink', target: entry.linkTarget ?? '', uid: entry.uid, gid: entry.gid };
     case 'file':

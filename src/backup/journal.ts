@@ -8,6 +8,9 @@ import {
   MANIFEST_VERSION,
   backupEntrySchema,
   describeIssues,
+  STRUCTURE_KINDS,
+  followsFor,
+  isRenameRecord,
   isStructureEntry,
   isoSchema,
   structureEntrySchema,
@@ -70,7 +73,7 @@ export function journalHeaderOf(manifest: TurnManifest): JournalHeader {
 
 /** The schema a journal line of this kind must satisfy. */
 function lineSchemaFor(kind: unknown): z.ZodType<TurnEntry> {
-  return kind === 'absent' || kind === 'directory' || kind === 'special' ? structureEntrySchema : backupEntrySchema;
+  return typeof kind === 'string' && STRUCTURE_KINDS.has(kind) ? structureEntrySchema : backupEntrySchema;
 }
 
 /** One entry as its journal line, validated on its own (never the whole turn). */
@@ -152,6 +155,8 @@ export async function appendJournalLine(
 export interface ParsedJournal {
   /** The open turn as a manifest: committedAt and message null, after-states null. */
   manifest: TurnManifest;
+  /** The same entries in the order of their lines. */
+  entries: TurnEntry[];
   /** Length of the part that was trusted (through the last good line's "\n"). */
   wholeBytes: number;
   /** What was ignored after it: a torn or unreadable last line. */
@@ -190,7 +195,8 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
 
   const files: BackupEntry[] = [];
   const structure: StructureEntry[] = [];
-  const seen = new Set<string>();
+  const entries: TurnEntry[] = [];
+  const seen = new Map<string, TurnEntry>();
   let wholeBytes = headerLine.end + 1;
   let ignored: ParsedJournal['ignored'];
   for (let i = 1; i < lines.length; i++) {
@@ -204,10 +210,14 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
       }
       throw damaged(`line ${i + 1}: ${entry.reason}`);
     }
-    if (seen.has(entry.value.path)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
-    seen.add(entry.value.path);
+    if (!isRenameRecord(entry.value)) {
+      const earlier = seen.get(entry.value.path);
+      if (earlier && !followsFor(earlier, entry.value)) throw damaged(`line ${i + 1}: ${entry.value.path} is recorded twice`);
+      seen.set(entry.value.path, entry.value);
+    }
     if (isStructureEntry(entry.value)) structure.push(entry.value);
     else files.push(entry.value);
+    entries.push(entry.value);
     wholeBytes = line.end + 1;
   }
   if (tornBytes > 0) ignored = { bytes: tornBytes, line: lines.length + 1, reason: 'no end of line (torn by an interrupted write)' };
@@ -224,7 +234,7 @@ export function parseJournal(data: Buffer, expected: { turnId: string; sessionId
   };
   if (header.value.restoreOf !== undefined) manifest.restoreOf = header.value.restoreOf;
   if (structure.length > 0) manifest.structure = structure;
-  return ignored === undefined ? { manifest, wholeBytes } : { manifest, wholeBytes, ignored };
+  return ignored === undefined ? { manifest, entries, wholeBytes } : { manifest, entries, wholeBytes, ignored };
 }
 
 type LineResult<T> = { ok: true; value: T } | { ok: false; reason: string };

@@ -5,6 +5,7 @@ import { BrokerError, ErrorCodes } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { errorCode, removeQuietly, writeFileAtomic } from './fs-util.js';
 import { journalPath, parseJournal } from './journal.js';
+import { leaseRecordFiles, readLeaseRecords, turnOfLeaseRecords, withLeaseRecords } from './lease-records.js';
 import { JOURNAL_SUFFIX, MANIFEST_SUFFIX, manifestFileName, turnIdSchema, type StoreLayout } from './layout.js';
 import { describeIssues, turnManifestSchema, type TurnManifest } from './manifest-schema.js';
 
@@ -43,9 +44,15 @@ export interface TurnRecord {
 export async function readTurnRecord(layout: StoreLayout, sessionId: string, turnId: string, log?: Logger): Promise<TurnRecord> {
   const manifest = await readManifestIfAny(layout, sessionId, turnId);
   if (manifest && manifest.committedAt !== null) return { manifest };
+  // An open turn: its journal, and after it what a supervisor recorded under a lease that the broker may not have read.
+  const records = await readLeaseRecords(layout, sessionId, turnId);
   const journal = await readJournalIfAny(layout, sessionId, turnId, log);
-  if (journal) return journal;
-  if (manifest) return { manifest };
+  if (journal) return Object.assign(journal, { manifest: withLeaseRecords(journal.manifest, records) });
+  if (manifest) return { manifest: withLeaseRecords(manifest, records) };
+  if (records.length > 0) {
+    const header = await firstRecordsHeader(layout, sessionId, turnId);
+    if (header) return { manifest: withLeaseRecords(header, records) };
+  }
   // A commit may have renamed the manifest in and removed the journal between our two reads.
   const committed = await readManifestIfAny(layout, sessionId, turnId);
   if (committed) return { manifest: committed };
@@ -101,6 +108,15 @@ async function readJournalIfAny(layout: StoreLayout, sessionId: string, turnId: 
   return { manifest: parsed.manifest, journal: { wholeBytes: parsed.wholeBytes, tornTail: parsed.ignored !== undefined } };
 }
 
+/** An open turn as the header of its first records file says (a turn whose every record a supervisor made). */
+async function firstRecordsHeader(layout: StoreLayout, sessionId: string, turnId: string): Promise<TurnManifest | undefined> {
+  for (const file of await leaseRecordFiles(layout, turnId)) {
+    const data = await readFileIfAny(file);
+    if (data && data.length > 0) return parseJournal(data, { turnId, sessionId }).manifest;
+  }
+  return undefined;
+}
+
 /** A turn (or a stray file among them) that could not be read, and why. */
 export const damagedTurnSchema = z.strictObject({
   sessionId: z.string(),
@@ -134,6 +150,11 @@ export async function readManifestsIn(layout: StoreLayout, sessionId: string, op
   };
   const turnIds = new Set<string>();
   for (const name of names) {
+    const leased = turnOfLeaseRecords(name);
+    if (leased !== undefined) {
+      turnIds.add(leased);
+      continue;
+    }
     const suffix = name.endsWith(MANIFEST_SUFFIX) ? MANIFEST_SUFFIX : name.endsWith(JOURNAL_SUFFIX) ? JOURNAL_SUFFIX : undefined;
     if (suffix === undefined) continue;
     const turnId = name.slice(0, -suffix.length);

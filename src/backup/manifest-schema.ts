@@ -58,6 +58,8 @@ export const afterStateSchema = z.discriminatedUnion('type', [
     /** A device's number (special files; 0 for a FIFO or socket). */
     rdev: z.number().int().min(0).optional(),
     xattrs: xattrMapSchema.nullable().optional(),
+    /** The inode number of a directory the turn renamed whole: a rename back moves only that directory. */
+    ino: z.string().regex(/^\d+$/).optional(),
   }),
 ]);
 export type AfterState = z.infer<typeof afterStateSchema>;
@@ -165,15 +167,62 @@ export const specialEntrySchema = z.strictObject({
 });
 export type SpecialEntry = z.infer<typeof specialEntrySchema>;
 
+/**
+ * A regular file's mode, owner, times and xattrs before the turn changed only those (chmod,
+ * chown, touch, an xattr): its content was not kept, for the change left it as it was. If
+ * the turn then changes the content too, a content entry (`files`) follows for the same
+ * path, taken before that change: a rewind takes the bytes from it and the metadata from
+ * this one. Without one, a rewind puts the metadata back on the file that is there.
+ */
+export const metadataEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('metadata'),
+  size: sizeSchema,
+  ...metadataFields,
+  xattrs: xattrMapSchema.nullable(),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type MetadataEntry = z.infer<typeof metadataEntrySchema>;
+
+/**
+ * A directory the turn renamed (`path`, as it was named then) to `to`, kept as it is, in
+ * one record: a rewind renames it back before anything else, and what the turn changed in
+ * it afterwards has entries of its own at the names it had before the rename. `tree`
+ * lists, relative to it, what it held when it was renamed (directories, with a `/` at the
+ * end, before what they hold), so what the rename put under `to` can be named. `expanded` marks a later line
+ * for the same rename: the turn then reused the name it left, and every path of the tree
+ * was recorded on its own from there (`path` is no longer renamed back whole).
+ */
+export const renamedEntrySchema = z.strictObject({
+  path: absolutePath,
+  operation: operationSchema,
+  kind: z.literal('renamed'),
+  to: absolutePath,
+  tree: z.array(z.string().min(1).max(4096)),
+  ...metadataFields,
+  xattrs: xattrMapSchema.nullable(),
+  expanded: z.literal(true).optional(),
+  ...attributionFields,
+  backedUpAt: isoSchema,
+  after: afterStateSchema.nullable(),
+});
+export type RenamedEntry = z.infer<typeof renamedEntrySchema>;
+
 /** The entries of a turn that hold no content: see `TurnManifest.structure`. */
-export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema]);
+export const structureEntrySchema = z.discriminatedUnion('kind', [absentEntrySchema, directoryEntrySchema, specialEntrySchema, metadataEntrySchema, renamedEntrySchema]);
 export type StructureEntry = z.infer<typeof structureEntrySchema>;
+
+/** The kinds of structure entries (journal lines of these kinds are read with structureEntrySchema). */
+export const STRUCTURE_KINDS: ReadonlySet<string> = new Set(['absent', 'directory', 'special', 'metadata', 'renamed']);
 
 /** Any entry of a turn: one path's state before the turn. */
 export type TurnEntry = BackupEntry | StructureEntry;
 
 export function isStructureEntry(entry: TurnEntry): entry is StructureEntry {
-  return entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special';
+  return STRUCTURE_KINDS.has(entry.kind);
 }
 
 /**
@@ -197,6 +246,17 @@ export const connectionEntrySchema = z.strictObject({
   firstAt: isoSchema,
 });
 export type ConnectionEntry = z.infer<typeof connectionEntrySchema>;
+
+/**
+ * Whether `later` may be recorded for a path `earlier` holds already: only a content
+ * entry after a metadata one (the turn changed the file's metadata first, then its bytes).
+ */
+export function followsFor(earlier: TurnEntry, later: TurnEntry): boolean {
+  return earlier.kind === 'metadata' && (later.kind === 'file' || later.kind === 'symlink');
+}
+
+/** Rename records stand beside a path's own entries: its directory entry, say, or a second rename of it. */
+export const isRenameRecord = (entry: TurnEntry): entry is RenamedEntry => entry.kind === 'renamed';
 
 export const turnKindSchema = z.enum(['turn', 'restore']);
 export type TurnKind = z.infer<typeof turnKindSchema>;
@@ -225,11 +285,31 @@ export const turnManifestSchema = z
     connections: z.array(connectionEntrySchema).optional(),
   })
   .refine((m) => {
-    const paths = new Set(m.files.map((f) => f.path));
-    for (const entry of m.structure ?? []) paths.add(entry.path);
-    return paths.size === m.files.length + (m.structure?.length ?? 0);
+    // A content entry may follow a metadata entry of the same path (followsFor); nothing else repeats.
+    const structure = (m.structure ?? []).filter((e) => !isRenameRecord(e));
+    const metadata = new Set(structure.filter((e) => e.kind === 'metadata').map((e) => e.path));
+    const paths = new Set<string>();
+    for (const entry of structure) paths.add(entry.path);
+    let repeats = 0;
+    for (const file of m.files) {
+      if (!paths.has(file.path)) paths.add(file.path);
+      else if (metadata.has(file.path)) repeats += 1;
+      else return false;
+    }
+    return paths.size + repeats === m.files.length + structure.length;
   }, 'a path appears twice in one turn');
 export type TurnManifest = z.infer<typeof turnManifestSchema>;
+
+/**
+ * The files a turn keeps something of, each once: with their content (but those over the
+ * cap, when `unsaved` is left out), special files, and files whose metadata alone it kept.
+ */
+export function keptFileCount(manifest: Pick<TurnManifest, 'files' | 'structure'>, options: { unsaved?: boolean } = {}): number {
+  const withContent = new Set(manifest.files.map((file) => file.path));
+  const others = (manifest.structure ?? []).filter((entry) => entry.kind === 'special' || (entry.kind === 'metadata' && !withContent.has(entry.path))).length;
+  const files = options.unsaved === false ? manifest.files.filter((file) => file.skipped !== 'too-large').length : manifest.files.length;
+  return files + others;
+}
 
 /** Every entry of a turn, content first, in the order each list recorded them. */
 export function turnEntries(manifest: TurnManifest): TurnEntry[] {

@@ -43,6 +43,11 @@ export interface MetadataOps {
   readonly setTimesNs?: SetTimesNs | undefined;
   /** Node has no mknod: without it a restore cannot make a special file again (that path fails, reported). */
   readonly makeNode?: MakeNode | undefined;
+  /**
+   * Whether a file is open for writing anywhere (a read lease, aside.ts): without it a file
+   * a change removes is copied into the store rather than moved there.
+   */
+  readonly heldForWriting?: ((fd: number) => boolean) | undefined;
 }
 
 /** The names of a file's xattrs; undefined when there is no xattr access. */

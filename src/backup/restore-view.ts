@@ -18,6 +18,14 @@ export interface TreeView {
   realpath(dir: string): Promise<string>;
   /** Record that `file` would now be in `state` (dry runs only). */
   assume(file: string, state: AfterState): void;
+  /** Record that what is at `from` (a directory and all it holds) would now be at `to` (plans through an overlay only). */
+  move(from: string, to: string): void;
+  /** The inode number of what is on disk where the view has `file` (undefined: nothing there). */
+  inodeOf(file: string): Promise<string | undefined>;
+}
+
+async function inodeAt(file: string): Promise<string | undefined> {
+  return (await lstatOrUndefined(file))?.ino.toString();
 }
 
 export type NodeKind = 'directory' | 'symlink' | 'file' | 'absent';
@@ -46,6 +54,9 @@ async function readNames(dir: string): Promise<string[]> {
   }
 }
 
+/** The real view's `move`, which moves nothing: a plan that must see moves plans through an overlay instead. */
+export const realMove = (): void => undefined;
+
 /** The file system itself. */
 export function realView(options: ObserveOptions): TreeView {
   return {
@@ -53,6 +64,8 @@ export function realView(options: ObserveOptions): TreeView {
     children: readNames,
     ...diskParents,
     assume: () => undefined,
+    move: realMove,
+    inodeOf: inodeAt,
   };
 }
 
@@ -62,6 +75,18 @@ export function realView(options: ObserveOptions): TreeView {
  */
 export function overlayView(options: ObserveOptions): TreeView {
   const assumed = new Map<string, AfterState>();
+  /** Directories assumed moved (a rename back), in order. */
+  const moves: Array<{ from: string; to: string }> = [];
+  /** Where on disk what the overlay has at `file` is: undefined when a move left nothing there. */
+  const onDisk = (file: string): string | undefined => {
+    let at = file;
+    for (let i = moves.length - 1; i >= 0; i--) {
+      const { from, to } = moves[i] as { from: string; to: string };
+      if (at === to || at.startsWith(`${to}/`)) at = from + at.slice(to.length);
+      else if (at === from || at.startsWith(`${from}/`)) return undefined;
+    }
+    return at;
+  };
   /** The assumed state of `file` or of an ancestor that hides it (absent or not a directory). */
   const lookup = (file: string): AfterState | undefined => {
     const own = assumed.get(file);
@@ -71,14 +96,19 @@ export function overlayView(options: ObserveOptions): TreeView {
       if (above && !isDirectoryState(above)) return { type: 'absent' };
       // An ancestor assumed to be a (re)created directory holds what the real one holds.
     }
-    return undefined;
+    return onDisk(file) === undefined ? { type: 'absent' } : undefined;
   };
+  const real = (file: string) => onDisk(file) ?? file;
   return {
-    observe: async (file) => lookup(file) ?? observeState(file, options),
+    observe: async (file) => lookup(file) ?? observeState(real(file), options),
     children: async (dir) => {
       const state = lookup(dir);
       if (state && !isDirectoryState(state)) return [];
-      const names = new Set(await readNames(dir));
+      const names = new Set(await readNames(real(dir)));
+      for (const { from, to } of moves) {
+        if (path.dirname(from) === dir) names.delete(path.basename(from));
+        if (path.dirname(to) === dir) names.add(path.basename(to));
+      }
       for (const [file, fileState] of assumed) {
         if (path.dirname(file) !== dir) continue;
         const name = path.basename(file);
@@ -89,14 +119,25 @@ export function overlayView(options: ObserveOptions): TreeView {
     },
     kindOf: async (file) => {
       const state = lookup(file);
-      return state ? kindOfState(state) : lstatKind(file);
+      return state ? kindOfState(state) : lstatKind(real(file));
     },
-    // A directory the earlier turns' steps would make stands at its own name, under its parent's real path.
+    // A directory the earlier turns' steps would make, or move, stands at its own name, under its parent's real path.
     realpath: async function realpath(dir): Promise<string> {
       const state = lookup(dir);
-      if (state && isDirectoryState(state) && dir !== path.dirname(dir)) return path.join(await realpath(path.dirname(dir)), path.basename(dir));
+      const movedHere = real(dir) !== dir;
+      if (((state && isDirectoryState(state)) || movedHere) && dir !== path.dirname(dir)) return path.join(await realpath(path.dirname(dir)), path.basename(dir));
       return fs.realpath(dir);
     },
     assume: (file, state) => void assumed.set(file, state),
+    move: (from, to) => {
+      // What earlier steps assumed of the tree goes along with it.
+      for (const [file, state] of [...assumed]) {
+        if (file !== from && !file.startsWith(`${from}/`)) continue;
+        assumed.delete(file);
+        assumed.set(to + file.slice(from.length), state);
+      }
+      moves.push({ from, to });
+    },
+    inodeOf: async (file) => (lookup(file) ? undefined : inodeAt(real(file))),
   };
 }

@@ -8,9 +8,11 @@ import type { BlobStore } from './blob-store.js';
 import { beforeStateOf, describeState, directoryTimesDiffer, isDirectoryState, stateDifference } from './file-state.js';
 import { errorCode, fsyncDir, lstatOrUndefined, removeQuietly, tempName } from './fs-util.js';
 import { newTurnId } from './layout.js';
-import { turnEntries, type AfterState, type BackupEntry, type DirectoryEntry, type SpecialEntry, type TurnEntry, type TurnManifest } from './manifest-schema.js';
+import type { AfterState, BackupEntry, DirectoryEntry, MetadataEntry, SpecialEntry, TurnEntry, TurnManifest } from './manifest-schema.js';
+import { restorableEntries } from './restore-entries.js';
 import { xattrNames, type MakeNode, type NodeSpec, type SetTimesNs, type XattrAccess } from './metadata-ops.js';
-import { diskParents, overlayView, realView, type TreeView } from './restore-view.js';
+import { diskParents, overlayView, realMove, realView, type TreeView } from './restore-view.js';
+import { isBlocked, planRenameBacks, renameBack, renameBackPaths, renamesOf, type RenameBack } from './restore-renames.js';
 
 export interface RestoreOptions {
   /** Only these paths (absolute) and what lies under them; paths the turn did not touch are reported as `notInTurn`. */
@@ -111,6 +113,10 @@ export interface RestoreContext {
   rescueAbsent(file: string, turnId: string): Promise<unknown>;
   /** Record the directory at `file` (mode, owner, times, xattrs) in the rescue turn. */
   rescueDirectory(file: string, turnId: string, options: { sync: boolean }): Promise<unknown>;
+  /** Record the mode, owner, times and xattrs of the file at `file` in the rescue turn (its content stays as it is). */
+  rescueMetadata(file: string, turnId: string): Promise<unknown>;
+  /** Record in the rescue turn that the directory at `from` (holding `tree`) is about to be renamed to `to`. */
+  rescueRename(from: string, to: string, tree: readonly string[], turnId: string): Promise<unknown>;
   /** Make everything recorded in the rescue turn so far durable. */
   syncRescue(turnId: string): Promise<unknown>;
   commitTurn(turnId: string, message: string): Promise<TurnManifest>;
@@ -285,6 +291,8 @@ interface Step {
 interface Plan {
   manifest: TurnManifest;
   report: RestoreReport;
+  /** Directories the turn renamed whole, to rename back first, in this order (restore-renames.ts). */
+  renameBacks: RenameBack[];
   steps: Step[];
 }
 
@@ -292,7 +300,7 @@ const depth = (file: string) => file.split('/').length;
 
 /** Entries of the turn, or those at or under `paths`; requested paths that match nothing go to `notInTurn`. */
 async function selectEntries(manifest: TurnManifest, paths: string[] | undefined, notInTurn: string[]): Promise<TurnEntry[]> {
-  const entries = turnEntries(manifest);
+  const entries = restorableEntries(manifest);
   if (paths === undefined) return entries;
   const chosen = new Set<TurnEntry>();
   for (const requested of paths) {
@@ -315,9 +323,21 @@ async function canonicalParentForm(file: string): Promise<string> {
 }
 
 /** Decide, for every selected path, what the restore does; nothing is changed. Deepest paths first, so a directory knows whether it will be empty. */
-async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions, view: TreeView): Promise<Plan> {
+async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: RestoreOptions, given: TreeView): Promise<Plan> {
   const report = emptyReport(manifest, options.dryRun === true);
-  const entries = await selectEntries(manifest, options.paths, report.notInTurn);
+  const selected = await selectEntries(manifest, options.paths, report.notInTurn);
+  // Directories renamed whole go back first: what else the turn recorded is planned on the tree as that leaves it.
+  const renames = renamesOf(selected);
+  const view = renames.length > 0 && given.move === realMove ? overlayView({ setTimesNs: ctx.setTimesNs, xattrs: ctx.xattrs }) : given;
+  const backs = await planRenameBacks(renames, view, options.force === true);
+  for (const conflict of backs.conflicts) report.conflicts.push({ path: conflict.path, reason: 'changed-since-turn', detail: conflict.detail });
+  const entries: TurnEntry[] = [];
+  for (const entry of selected) {
+    if (entry.kind === 'renamed') continue;
+    if (isBlocked(entry, backs.blocked)) report.conflicts.push({ path: entry.path, reason: 'parent-changed', detail: 'a directory the turn renamed away from here stays where it is (see its conflict)' });
+    else entries.push(entry);
+  }
+  if (report.dryRun) for (const back of backs.backs) report.restored.push(...renameBackItems(back));
   const order = entries.map((entry, index) => ({ entry, index })).sort((a, b) => depth(b.entry.path) - depth(a.entry.path) || a.index - b.index);
   /** Paths the plan leaves with nothing at them. */
   const gone = new Set<string>();
@@ -354,7 +374,17 @@ async function planTurn(ctx: RestoreContext, manifest: TurnManifest, options: Re
   }
   const steps = entries.flatMap((entry) => byEntry.get(entry) ?? []);
   if (report.dryRun) for (const step of steps) report.restored.push(restoredItem(step));
-  return { manifest, report, steps };
+  return { manifest, report, renameBacks: backs.backs, steps };
+}
+
+/** What a rename back does, as restore reports it: the names it takes away from `to` (the turn made them there) and brings back. */
+function renameBackItems(back: RenameBack): RestoredItem[] {
+  const { removed, recreated } = renameBackPaths(back.entry);
+  const base = { forced: back.forced, createdParents: false };
+  return [
+    ...removed.map((file): RestoredItem => ({ path: file, kind: 'absent', action: 'remove', ...base })),
+    ...recreated.map((item): RestoredItem => ({ path: item.path, kind: item.directory ? 'directory' : 'file', action: 'recreate', ...base })),
+  ];
 }
 
 interface PlanContext {
@@ -432,6 +462,17 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
       }
       step.action = 'remove';
       return step;
+    case 'metadata':
+      // Only the metadata was kept: it goes back onto the file that is there, which holds what it held then.
+      if (current.type !== 'file') {
+        throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path}: the turn kept only its mode, owner, times and xattrs, and no regular file is there to put them on`);
+      }
+      // Forced over a change since the turn: only if that change cannot have touched the bytes (the same file, size and mtime).
+      if (forced && !sameBytesLikely(entry.after, current)) {
+        throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path}: it may hold other bytes than when the turn ended, and the turn kept only its metadata`);
+      }
+      step.action = 'metadata';
+      return step;
     case 'directory':
       if (isDirectory) {
         step.action = 'metadata';
@@ -444,6 +485,12 @@ async function planOne(entry: TurnEntry, plan: PlanContext): Promise<Step | unde
       }
       return step;
   }
+}
+
+/** A file that is the same inode, of the same size and mtime as at the commit: nothing wrote its bytes since, as far as can be told without them. */
+function sameBytesLikely(after: AfterState | null, current: AfterState): boolean {
+  if (after?.type !== 'file' || current.type !== 'file') return false;
+  return after.size === current.size && after.mtimeNs === current.mtimeNs && (after.ino === undefined || after.ino === current.ino);
 }
 
 /** Whether a special file of this type can be made (again): devices need root (CAP_MKNOD). */
@@ -485,7 +532,7 @@ function assumeApplied(view: TreeView, plan: Plan): void {
 function restoredItem(step: Step, written: Written = {}): RestoredItem {
   return {
     path: step.entry.path,
-    kind: step.entry.kind,
+    kind: step.entry.kind === 'metadata' ? 'file' : step.entry.kind === 'renamed' ? 'directory' : step.entry.kind,
     action: step.action,
     forced: step.forced,
     createdParents: step.createdParents,
@@ -505,7 +552,7 @@ function restoredItem(step: Step, written: Written = {}): RestoredItem {
  */
 async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): Promise<void> {
   const recordedModes = new Map<string, number>();
-  for (const entry of turnEntries(plan.manifest)) if (entry.kind === 'directory') recordedModes.set(entry.path, entry.mode);
+  for (const entry of restorableEntries(plan.manifest)) if (entry.kind === 'directory') recordedModes.set(entry.path, entry.mode);
   const { report, steps } = plan;
   const attempt = async (step: Step, work: () => Promise<void>) => {
     if (step.failed) return;
@@ -518,6 +565,26 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
       report.failed.push({ path: step.entry.path, code: failure.code, message: failure.message });
     }
   };
+  for (const back of plan.renameBacks) {
+    try {
+      const { entry } = back;
+      await ensureParents(rescue, entry.path, recordedModes);
+      const turnId = await rescue.open();
+      await rescue.parentOf(entry.to);
+      await rescue.parentOf(entry.path);
+      // Kept first: the old name as empty (the restore makes it), then the rename the restore makes, so undoing the restore renames it again.
+      await rescue.recordAbsent(entry.path);
+      await ctx.rescueRename(entry.to, entry.path, entry.tree, turnId);
+      await renameBack(back);
+      report.restored.push(...renameBackItems(back));
+      ctx.log.info({ file: { path: entry.path, from: entry.to }, forced: back.forced }, 'renamed back');
+    } catch (error) {
+      const failure = toBrokerError(error, ErrorCodes.HOST_OP_FAILED);
+      report.failed.push({ path: back.entry.path, code: failure.code, message: failure.message });
+      // What it holds cannot be restored where it is not.
+      for (const step of steps) if (isBlocked(step.entry, [back.entry.path])) step.failed = true;
+    }
+  }
   const deepestFirst = [...steps].sort((a, b) => depth(b.entry.path) - depth(a.entry.path));
   const shallowestFirst = [...deepestFirst].reverse();
   const directories = steps.filter((s): s is Step & { entry: DirectoryEntry } => s.entry.kind === 'directory');
@@ -562,6 +629,17 @@ async function applyPlan(ctx: RestoreContext, plan: Plan, rescue: RescueTurn): P
       const written = entry.kind === 'symlink' ? await writeSymlink(ctx, entry) : entry.kind === 'special' ? await writeSpecial(ctx, entry) : await writeFile(ctx, entry);
       report.restored.push(restoredItem(step, written));
       ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored');
+    });
+  }
+  for (const step of steps) {
+    const { entry } = step;
+    if (entry.kind !== 'metadata') continue;
+    await attempt(step, async () => {
+      // What it is now is kept first, so undoing the restore puts it back.
+      await ctx.rescueMetadata(entry.path, await rescue.open());
+      const written = await restoreFileMetadata(ctx, entry);
+      report.restored.push(restoredItem(step, written));
+      ctx.log.info({ file: { path: entry.path, action: step.action, forced: step.forced } }, 'restored metadata');
     });
   }
   const timesSet = new Set<string>();
@@ -768,6 +846,25 @@ async function restoreDirectory(ctx: RestoreContext, entry: DirectoryEntry, setT
     await handle.close();
   }
   return { xattrs, ...(setTimes ? { timesExact: await restoreTimes(ctx, entry.path, entry) } : {}) };
+}
+
+/**
+ * A file's owner, xattrs, mode and times, the turn having kept no more of it, through a
+ * descriptor of the regular file that is there (never through a symlink swapped in).
+ */
+async function restoreFileMetadata(ctx: RestoreContext, entry: MetadataEntry): Promise<Written> {
+  const handle = await fs.open(entry.path, C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK);
+  let xattrs: Written['xattrs'];
+  try {
+    if (!(await handle.stat()).isFile()) throw new BrokerError(ErrorCodes.HOST_OP_FAILED, `${entry.path} is no longer a regular file`);
+    if (isRoot()) await handle.chown(entry.uid, entry.gid);
+    const present = entry.xattrs === null ? [] : presentXattrs(ctx.xattrs, entry.path);
+    xattrs = restoreXattrs(ctx.xattrs, entry.path, entry.xattrs, present);
+    await handle.chmod(entry.mode);
+  } finally {
+    await handle.close();
+  }
+  return { xattrs, timesExact: await restoreTimes(ctx, entry.path, entry) };
 }
 
 /**

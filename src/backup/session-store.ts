@@ -1,17 +1,21 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { BigIntStats } from 'node:fs';
-import { BrokerError, ErrorCodes } from '../core/errors.js';
+import { lstatSync, statfsSync, type BigIntStats } from 'node:fs';
+import { BrokerError, ErrorCodes, errnoOf } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/logger.js';
+import { readForAside, storePlaceOf, type HeldForWriting, type StorePlace } from './aside.js';
+import { liveRenames, pathAfterRenames, pathBeforeRenames, treePaths } from './renames.js';
+import { addsTo, leaseRecordFiles, leaseRecordsName, readNewRecords } from './lease-records.js';
 import { BlobStore, SourceTooLarge, type BlobFaults } from './blob-store.js';
 import { observeState } from './file-state.js';
-import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildSpecialEntry, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
+import { buildAbsentEntry, buildDirectoryEntry, buildEntry, buildMetadataEntry, buildRenamedEntry, buildSpecialEntry, checkTargetPath, entryBase, messageOf, type EntryBase, type EntryContent } from './entry-builder.js';
 import { errorCode, fileTypeOf, lstatNowOrUndefined, lstatOrUndefined, mkdirChildrenPrivate, mkdirPrivate, removeQuietly } from './fs-util.js';
-import { sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
+import { blobRelativePath, sessionBackupDir, storeLayout, validateSessionId, validateTurnId, type StoreLayout } from './layout.js';
 import { appendJournalLine, encodeEntryLine, journalHeaderOf, journalPath, journalText, writeJournal } from './journal.js';
 import { readManifestFile, readManifestsIn, readTurnRecord, removeStaleJournals, writeManifest, type DamagedTurn, type TurnRecord } from './manifest-io.js';
 import {
   MANIFEST_VERSION,
+  isRenameRecord,
   isSpecialFileType,
   isStructureEntry,
   turnEntries,
@@ -19,6 +23,8 @@ import {
   type BackupEntry,
   type ConnectionEntry,
   type DirectoryEntry,
+  type MetadataEntry,
+  type RenamedEntry,
   type SpecialEntry,
   type TurnEntry,
   type TurnKind,
@@ -28,7 +34,7 @@ import { readLinkQuietly, readXattrs, setTimesNsWithTouch, type MakeNode, type M
 import { restoreTurn, rewindTurns, type RestoreContext, type RestoreOptions, type RestoreReport, type RewindReport } from './restore.js';
 import {
   DEFAULT_BACKUP_SETTINGS,
-  DEFAULT_DURABILITY,
+  STORE_DURABILITY_UNSET,
   FILE_BACKUP_MAX_SIZE_MB,
   durabilitySchema,
   maxBytesOf,
@@ -50,7 +56,7 @@ export interface OpenStoreOptions {
   clock?: () => Date;
   /** Try reflink copies first (default true). */
   reflink?: boolean;
-  /** When backups become durable: before each is acknowledged, or at the turn's commit (see settings.ts). Default 'each'. */
+  /** When backups become durable: before each is acknowledged, or at the turn's commit (see settings.ts). Default STORE_DURABILITY_UNSET. */
   durability?: Durability;
   /** Test seam for blob writes. */
   faults?: BlobFaults;
@@ -91,6 +97,21 @@ interface Accept {
    * it is written now (the page cache outlives a killed process) and the commit syncs it.
    */
   durable: boolean;
+  /** The change removes or replaces the file and its performer can move it into the store (aside.ts): keep it whole where that is exact. */
+  aside?: boolean;
+  /** The change touches only a regular file's mode, owner, times or xattrs: keep those, not the content. */
+  metadata?: boolean;
+  /** The path's metadata is kept already: only a content entry (a file or symlink) may follow it. */
+  afterMetadata?: boolean;
+}
+
+/** A backup kept whole: the blob its performer moves the file to, and what the settling checks. */
+export interface KeptAside {
+  entry: BackupEntry;
+  /** Absolute path of the blob the file is to be moved to. */
+  into: string;
+  /** Runs once the performer is done: the blob is there, or the file (unchanged) is copied into it. */
+  settle: () => Promise<void>;
 }
 
 /**
@@ -113,7 +134,21 @@ interface OpenTurn {
   /** Encoded lines of entries in memory whose line is not written yet (see #append). */
   deferred: string[];
   flushTimer: NodeJS.Timeout | undefined;
+  /** Directories the turn renamed whole and would rename back so, in order (renames.ts). */
+  renames: RenamedEntry[];
+  /** Set while #expandRenames records the renamed trees path by path: other records wait for it. */
+  expanding?: Promise<void> | undefined;
+  /** The records files of supervisors' leases (lease-records.ts) and how much of each is read. */
+  leases: Map<string, number>;
 }
+
+/** The inode number of what is at `file` (a renamed directory's identity, which a rename back checks). */
+function inodeOf(file: string): string | undefined {
+  return lstatNowOrUndefined(file)?.ino.toString();
+}
+
+/** Free space a store that ran full needs again before it takes backups (#captureUnlessFull). */
+const FULL_RESERVE = 1024n * 1024n;
 
 /** Temp files older than this are leftovers of a crash and are removed on open. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
@@ -170,6 +205,13 @@ export class SessionBackupStore {
   readonly #xattrs: XattrAccess | undefined;
   readonly #setTimesNs: SetTimesNs;
   readonly #makeNode: MakeNode | undefined;
+  readonly #heldForWriting: HeldForWriting | undefined;
+  /** The store's file system and mount: only a file on them can be moved in (set when the store opens). */
+  #place: StorePlace | undefined;
+  /** A backup failed for want of space: none is taken until there is room again (#captureUnlessFull). */
+  #full = false;
+  /** Entries kept whole, waiting for their performer (see backupAside). */
+  readonly #asides = new WeakMap<TurnEntry, { into: string; sha256: string; file: string; seen: BigIntStats }>();
   #settings: BackupSettings = DEFAULT_BACKUP_SETTINGS;
   readonly #turns = new Map<string, Promise<OpenTurn>>();
   readonly #pending = new Map<string, Promise<TurnEntry | undefined>>();
@@ -181,12 +223,13 @@ export class SessionBackupStore {
     this.root = root;
     this.layout = storeLayout(root);
     this.blobs = new BlobStore(this.layout, { reflink: options.reflink ?? true, faults: options.faults });
-    this.durability = options.durability ?? DEFAULT_DURABILITY;
+    this.durability = options.durability ?? STORE_DURABILITY_UNSET;
     this.#log = (options.logger ?? silentLogger()).child({ sessionId: options.sessionId });
     this.#clock = options.clock ?? (() => new Date());
     this.#xattrs = options.metadata?.xattrs;
     this.#setTimesNs = options.metadata?.setTimesNs ?? setTimesNsWithTouch;
     this.#makeNode = options.metadata?.makeNode;
+    this.#heldForWriting = options.metadata?.heldForWriting;
     if (options.settings !== undefined) this.configure(options.settings);
   }
 
@@ -207,6 +250,7 @@ export class SessionBackupStore {
       // A new session's three directories cost one sync of its root, not one each.
       await mkdirChildrenPrivate(store.layout.root, [blobs, turns, tmp]);
       for (const dir of [store.layout.root, blobs, turns, tmp]) await fs.chmod(dir, 0o700);
+      store.#place = storePlaceOf(blobs);
       await store.#removeStaleTemps();
       // Tidying only (readers ignore them): never a reason to refuse the store.
       await removeStaleJournals(store.layout, sessionId).catch(() => undefined);
@@ -288,6 +332,40 @@ export class SessionBackupStore {
     return this.#backupWith(file, options, { maxBytes: this.maxBytes, oversize: this.#settings.oversize });
   }
 
+  /**
+   * Back up `file` before a change that removes or replaces it (an unlink, a rename over
+   * it), made by a performer that can move it into the store instead (the kernel
+   * supervisor): where that is exact (aside.ts) the entry names the blob its hash gives, no
+   * byte is copied and the size cap does not apply; the performer moves the file to `into`
+   * and `settle` must run once it is done (before any other change to it). Otherwise this
+   * is `backup` (a copy; `into` absent). Undefined when `backup` would be.
+   */
+  async backupAside(file: string, options: BackupOptions): Promise<KeptAside | BackupEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+    const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits, durable: this.#durable, aside: true });
+    if (!entry || isStructureEntry(entry)) return undefined;
+    const kept = this.#asides.get(entry);
+    if (!kept) return entry;
+    this.#asides.delete(entry);
+    return { entry, into: kept.into, settle: () => this.#settleAside(kept) };
+  }
+
+  /** The performer is done: its blob is there, or (the file still unchanged where it was) it is copied in now. */
+  async #settleAside(kept: { into: string; sha256: string; file: string; seen: BigIntStats }): Promise<void> {
+    if (await this.blobs.settleAside(kept.sha256, this.#durable)) return;
+    const now = lstatNowOrUndefined(kept.file);
+    if (!now || now.dev !== kept.seen.dev || now.ino !== kept.seen.ino) {
+      this.#log.error({ phase: 'backup', file: { path: kept.file }, blob: kept.into }, 'the old version of a file kept whole is neither in the store nor where it was');
+      return;
+    }
+    // The change did not happen (refused, or its caller gone): the file stays, and its copy becomes the blob.
+    const stored = await this.blobs.snapshot(kept.file, now, Number.MAX_SAFE_INTEGER, { sync: this.#durable });
+    if (stored.sha256 !== kept.sha256) {
+      this.#log.error({ phase: 'backup', file: { path: kept.file }, expected: kept.sha256, found: stored.sha256 }, 'a file kept whole changed before its change was dropped');
+    }
+  }
+
   async #backupWith(file: string, options: BackupOptions, limits: Limits): Promise<BackupEntry | undefined> {
     const entry = await this.#recordOnce(file, options, { absent: false, directory: false, content: limits, durable: this.#durable });
     return entry && !isStructureEntry(entry) ? entry : undefined;
@@ -320,16 +398,103 @@ export class SessionBackupStore {
     return entry?.kind === 'directory' ? entry : undefined;
   }
 
-  /** The first record of `file` in the turn, once: concurrent calls for the same path wait for the first. */
-  async #recordOnce(file: string, options: BackupOptions, accept: Accept): Promise<TurnEntry | undefined> {
-    const base = entryBase(file, options);
-    const target = base.path;
+  /**
+   * Record that the directory `from` is about to be renamed to `to`, whole: one entry, no
+   * copy of what it holds (`tree`, relative paths, only names it). A rewind renames it back
+   * before anything else. Undefined when backup is off or `from` is no directory.
+   */
+  async recordRename(from: string, to: string, tree: readonly string[], options: BackupOptions): Promise<RenamedEntry | undefined> {
+    return this.enabled ? this.#recordRename(from, to, tree, options, this.#durable) : undefined;
+  }
+
+  async #recordRename(from: string, to: string, tree: readonly string[], options: BackupOptions, durable: boolean): Promise<RenamedEntry | undefined> {
     const turnId = validateTurnId(options.turnId);
+    const turn = await this.#turnFor(turnId);
+    await turn.expanding;
+    const base = entryBase(from, options);
+    // Moving what now stands where a rename of the turn left a name empty: every rename is recorded path by path first.
+    if (turn.renames.length > 0 && pathBeforeRenames(base.path, turn.renames) === undefined) await this.#expandRenames(turnId, options);
+    this.#checkWhole();
+    const stats = lstatNowOrUndefined(base.path);
+    if (!stats?.isDirectory()) return undefined;
+    const entry = buildRenamedEntry(base, checkTargetPath(to), tree, stats, this.#readXattrs(base.path), this.#clock().toISOString());
+    await this.#append(turnId, entry, { sync: true, durable });
+    return entry;
+  }
+
+  /**
+   * The turn reuses a name one of its directory renames left empty (`mv build old && mkdir
+   * build`): what is there now is new, so the renames can no longer be undone by renaming
+   * back alone. Every path each renamed tree holds now is recorded on its own, as a rename
+   * recorded path by path would have (its content under the name it had before the turn,
+   * and its present name as created), and each rename is marked expanded.
+   */
+  async #expandRenames(turnId: string, options: BackupOptions): Promise<void> {
+    const turn = await this.#turnFor(turnId);
+    if (turn.expanding) return turn.expanding;
+    const live = [...turn.renames];
+    const work = (async () => {
+      const as = { turnId, operation: options.operation, ...(options.toolCallId ? { toolCallId: options.toolCallId } : {}), ...(options.traceId ? { traceId: options.traceId } : {}) };
+      const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+      for (const [index, rename] of live.entries()) {
+        for (const now of await treePaths(pathAfterRenames(rename.to, live, index + 1))) {
+          const before = pathBeforeRenames(now, live) ?? now;
+          // What it held before the turn, read where it is now; its present name, made by the rename.
+          await this.#recordOnce(now, as, { absent: false, directory: { sync: true }, content: limits, durable: this.#durable }, before);
+          if (before !== now && !turn.byPath.has(now)) await this.#append(turnId, buildAbsentEntry(entryBase(now, as), this.#clock().toISOString()), { sync: false });
+        }
+      }
+      for (const rename of live) await this.#append(turnId, Object.assign({}, rename, { expanded: true as const, after: null }), { sync: true, durable: this.#durable });
+    })();
+    turn.expanding = work;
+    try {
+      await work;
+    } finally {
+      turn.expanding = undefined;
+    }
+  }
+
+  /**
+   * Record what `file` is before a change of its mode, owner, times or xattrs: a regular
+   * file's metadata only (a later change to its content in the turn still keeps that), a
+   * symlink's target, a directory's or special file's record as `backup` and
+   * `recordDirectory` make them. Undefined when nothing new was recorded.
+   */
+  async recordMetadata(file: string, options: BackupOptions): Promise<TurnEntry | undefined> {
+    if (!this.enabled) return undefined;
+    const limits = { maxBytes: this.maxBytes, oversize: this.#settings.oversize };
+    return this.#recordOnce(file, options, { absent: false, directory: { sync: true }, content: limits, durable: this.#durable, metadata: true });
+  }
+
+  /**
+   * The first record of `file` in the turn, once: concurrent calls for the same path wait
+   * for the first. A file a directory rename of the turn took along is recorded under the
+   * name it had before (renames.ts); one where such a rename left an empty name first has
+   * every rename of the turn recorded path by path (#expandRenames).
+   */
+  async #recordOnce(file: string, options: BackupOptions, accept: Accept, named?: string): Promise<TurnEntry | undefined> {
+    const turnId = validateTurnId(options.turnId);
+    let recordAs = named ?? file;
+    if (named === undefined) {
+      const turn = await this.#turnFor(turnId);
+      await turn.expanding;
+      if (turn.renames.length > 0) {
+        const before = pathBeforeRenames(entryBase(file, options).path, turn.renames);
+        if (before === undefined) await this.#expandRenames(turnId, options);
+        else recordAs = before;
+      }
+    }
+    const base = entryBase(recordAs, options);
+    if (recordAs !== file) base.source = file;
+    const target = base.path;
     const key = `${turnId}\0${target}`;
+    let afterMetadata = false;
     for (;;) {
       const turn = await this.#turnFor(turnId);
       const recorded = turn.byPath.get(target);
-      if (recorded) {
+      // A file whose metadata alone was kept gets its content kept too before a change to that.
+      afterMetadata = recorded?.kind === 'metadata' && accept.content !== false && !accept.metadata;
+      if (recorded && !afterMetadata) {
         // A directory first recorded for its times (no sync) and now about to be deleted or
         // changed: its record must be durable before the change, like a new one would be.
         if (recorded.kind === 'directory' && accept.directory && accept.directory.sync && turn.unsynced) await this.#syncJournal(turnId, accept.durable);
@@ -340,7 +505,7 @@ export class SessionBackupStore {
       await inflight.catch(() => undefined);
     }
     // No await between the check above and this: a concurrent call for the same path waits for ours.
-    const work = this.#capture(base, turnId, accept);
+    const work = this.#captureUnlessFull(base, turnId, afterMetadata ? Object.assign({}, accept, { absent: false, directory: false as const, afterMetadata: true }) : accept);
     this.#pending.set(key, work);
     try {
       return await work;
@@ -349,8 +514,28 @@ export class SessionBackupStore {
     }
   }
 
+  /**
+   * Once a backup failed for want of space, the store takes none, not even one that would
+   * still fit (a journal line): a turn whose records fill the disk could not write the
+   * manifest at its commit, and a change should not go ahead on whichever record happens to
+   * fit. It takes them again once its file system has FULL_RESERVE free.
+   */
+  async #captureUnlessFull(base: EntryBase, turnId: string, accept: Accept): Promise<TurnEntry | undefined> {
+    if (this.#full) {
+      const { bavail, bsize } = statfsSync(this.root, { bigint: true });
+      if (bavail * bsize < FULL_RESERVE) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup store ${this.root} is full`, { errno: 'ENOSPC' });
+      this.#full = false;
+    }
+    try {
+      return await this.#capture(base, turnId, accept);
+    } catch (error) {
+      if (errnoOf(error) === 'ENOSPC') this.#full = true;
+      throw error;
+    }
+  }
+
   async #capture(base: EntryBase, turnId: string, accept: Accept): Promise<TurnEntry | undefined> {
-    const file = base.path;
+    const file = base.source ?? base.path;
     let stats: BigIntStats | undefined;
     try {
       // Synchronous: one lstat costs less than the thread-pool round trip an async one takes.
@@ -376,7 +561,10 @@ export class SessionBackupStore {
     }
     const limits = accept.content;
     if (!limits) return undefined;
+    // After a metadata entry only the regular file it describes can follow, with its bytes.
+    if (accept.afterMetadata && !stats.isFile()) return undefined;
     if (!(stats.isFile() || stats.isSymbolicLink())) return this.#captureSpecial(base, turnId, stats, accept);
+    if (accept.metadata && stats.isFile()) return this.#captureMetadata(base, turnId, stats, accept);
     let entry: BackupEntry;
     let syncName: (() => Promise<void>) | undefined;
     if (stats.isSymbolicLink()) {
@@ -384,26 +572,74 @@ export class SessionBackupStore {
         throw new BrokerError(ErrorCodes.BACKUP_FAILED, `cannot read link ${file}: ${messageOf(error)}`, { cause: error });
       });
       entry = this.#build(base, stats, { kind: 'symlink', sha256: null, blob: null, xattrs: null, linkTarget });
-    } else if (stats.size > BigInt(limits.maxBytes)) {
-      entry = this.#oversize(base, stats, limits);
     } else {
-      try {
-        const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
-        syncName = stored.syncName;
-        const xattrs = this.#readXattrs(file);
-        entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
-      } catch (error) {
-        if (!(error instanceof SourceTooLarge)) throw error;
-        // It grew past the cap while we copied it: judge it by its current size.
-        const grown = await lstatOrUndefined(file);
-        if (!grown?.isFile()) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} changed during backup`, { cause: error });
-        entry = this.#oversize(base, grown, limits);
+      // Kept whole where the change lets it (no byte written, no cap), else copied: cloned
+      // first, whatever its size; a real copy only up to the cap.
+      const kept = accept.aside ? await this.#keepWhole(base, stats, accept) : undefined;
+      if (kept) entry = kept;
+      else {
+        try {
+          const stored = await this.blobs.snapshot(file, stats, limits.maxBytes, { sync: accept.durable, deferDirSync: true });
+          syncName = stored.syncName;
+          const xattrs = this.#readXattrs(file);
+          entry = this.#build(base, stored.stats, { kind: 'file', sha256: stored.sha256, blob: stored.blob, xattrs });
+        } catch (error) {
+          if (!(error instanceof SourceTooLarge)) throw error;
+          // Over the cap and not clonable (or it grew past the cap while we copied it): judge it by its current size.
+          const grown = await lstatOrUndefined(file);
+          if (!grown?.isFile()) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `${file} changed during backup`, { cause: error });
+          entry = this.#oversize(base, grown, limits);
+        }
       }
     }
     // The blob's directory sync (its name) runs with the journal line's: both before the entry counts.
     await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable, alongside: syncName });
     this.#log.debug({ phase: 'backup', turnId, file: { path: file, kind: entry.kind, size: entry.size, skipped: entry.skipped } }, 'backed up');
     return entry;
+  }
+
+  /**
+   * A regular file whose mode, owner, times or xattrs alone are about to change: those are
+   * kept (synced like a content backup: they are what the change loses), not its bytes.
+   */
+  async #captureMetadata(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<MetadataEntry> {
+    this.#checkWhole();
+    const entry = buildMetadataEntry(base, stats, this.#readXattrs(base.source ?? base.path), this.#clock().toISOString());
+    await this.#append(turnId, entry, { sync: accept.contentSync !== false, durable: accept.durable });
+    return entry;
+  }
+
+  /** The entry of a regular file its performer moves into the store, or undefined when it must be copied (why is logged). */
+  async #keepWhole(base: EntryBase, stats: BigIntStats, accept: Accept): Promise<BackupEntry | undefined> {
+    if (this.#place === undefined) return undefined;
+    this.#checkWhole();
+    const file = base.source ?? base.path;
+    const read = await readForAside(file, stats, this.#place, this.#heldForWriting, accept.durable);
+    if (!read.ok) {
+      this.#log.debug({ phase: 'backup', file: { path: base.path }, why: read.why }, 'copied, not kept whole');
+      return undefined;
+    }
+    const into = await this.blobs.prepareAside(read.sha256, accept.durable);
+    const entry = this.#build(base, read.stats, { kind: 'file', sha256: read.sha256, blob: blobRelativePath(read.sha256), xattrs: this.#readXattrs(file) });
+    this.#asides.set(entry, { into, sha256: read.sha256, file, seen: read.stats });
+    return entry;
+  }
+
+  /**
+   * A backup that writes no blob (one kept whole, a metadata or rename record) still needs
+   * the whole store: a store with a directory gone or replaced takes no backup at all, as
+   * a copy would fail in it, so what it records is never half there.
+   */
+  #checkWhole(): void {
+    for (const dir of [this.layout.blobs, this.layout.tmp, this.layout.turns]) {
+      let whole = false;
+      try {
+        whole = lstatSync(dir).isDirectory();
+      } catch {
+        // gone
+      }
+      if (!whole) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `backup store ${this.root} is damaged: ${dir} is not a directory`);
+    }
   }
 
   /**
@@ -414,7 +650,7 @@ export class SessionBackupStore {
   async #captureSpecial(base: EntryBase, turnId: string, stats: BigIntStats, accept: Accept): Promise<SpecialEntry | undefined> {
     const fileType = fileTypeOf(stats);
     if (!isSpecialFileType(fileType)) return undefined;
-    const special = buildSpecialEntry(base, stats, fileType, this.#readXattrs(base.path), this.#clock().toISOString());
+    const special = buildSpecialEntry(base, stats, fileType, this.#readXattrs(base.source ?? base.path), this.#clock().toISOString());
     await this.#append(turnId, special, { sync: accept.contentSync !== false, durable: accept.durable });
     this.#log.debug({ phase: 'backup', turnId, file: { path: base.path, kind: fileType } }, 'recorded special file');
     return special;
@@ -492,7 +728,9 @@ export class SessionBackupStore {
   #remember(turn: OpenTurn, entry: TurnEntry): void {
     if (isStructureEntry(entry)) (turn.manifest.structure ??= []).push(entry);
     else turn.manifest.files.push(entry);
-    turn.byPath.set(entry.path, entry);
+    // A rename record stands beside the entries of its path; an expanded line takes its rename back.
+    if (isRenameRecord(entry)) turn.renames = liveRenames(turn.manifest.structure ?? []);
+    else turn.byPath.set(entry.path, entry);
   }
 
   /**
@@ -555,6 +793,50 @@ export class SessionBackupStore {
   }
 
   /**
+   * A records file for a supervisor's lease in the open turn (lease-records.ts): where it
+   * appends, the header line it starts with, and the blobs directory it moves files into.
+   */
+  async leaseRecords(turnId: string): Promise<{ file: string; header: string; blobs: string }> {
+    const id = validateTurnId(turnId);
+    const turn = await this.#turnFor(id);
+    const file = path.join(this.layout.turns, leaseRecordsName(id));
+    turn.leases.set(file, 0);
+    return { file, header: JSON.stringify(journalHeaderOf(turn.manifest)), blobs: this.layout.blobs };
+  }
+
+  /**
+   * Take into the turn what its supervisors recorded since the last look, in their order
+   * and as any record (the first of a path wins): before the broker decides a kernel
+   * request, and at the commit. Returns the entries that were new to the turn.
+   */
+  async ingestLeases(turnId: string): Promise<TurnEntry[]> {
+    const id = validateTurnId(turnId);
+    if (!this.#turns.has(id)) return [];
+    return this.#exclusively(async () => this.#ingest(id, await this.#turnFor(id)));
+  }
+
+  async #ingest(turnId: string, turn: OpenTurn): Promise<TurnEntry[]> {
+    const added: TurnEntry[] = [];
+    for (const [file, offset] of turn.leases) {
+      const read = readNewRecords(file, offset, { turnId, sessionId: this.sessionId });
+      turn.leases.set(file, read.offset);
+      for (const entry of read.entries) {
+        if (!addsTo(turn.byPath, entry)) continue;
+        // Into the journal too, unsynced: its readers then see it in its order among the broker's own.
+        const line = encodeEntryLine(entry);
+        this.#remember(turn, entry);
+        turn.deferred.push(line);
+        turn.unsynced = true;
+        if (entry.kind === 'file' && entry.sha256 !== null) this.blobs.noteKept(entry.sha256, this.#durable);
+        added.push(entry);
+      }
+    }
+    if (turn.deferred.length > 0 && turn.journalBytes !== undefined) await this.#writeDeferred(turnId, turn);
+    else if (turn.deferred.length > 0) await this.#writeLines(turnId, turn, '', false);
+    return added;
+  }
+
+  /**
    * Close a turn: record what each backed-up path looks like now (so restore can tell
    * whether anyone changed it since) and the message. A turn without backups is still
    * written, with no files, so every committed turn is listed.
@@ -565,15 +847,23 @@ export class SessionBackupStore {
       const turn = await this.#turnFor(id, options);
       const { manifest } = turn;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${id} is already committed`);
+      await this.#ingest(id, turn);
       // A few paths at a time: a turn of thousands of files spends its commit waiting on lstat/open/read.
       const entries = turnEntries(manifest);
+      const renames = turn.renames;
       const afters = await mapInOrder(entries, COMMIT_CONCURRENCY, async (entry) => {
         // What the turn created is never hashed (size, mode, mtime and owner tell a later change): a turn that writes many new files commits cheaply.
-        const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' ? { hash: false } : {}) };
-        return observeState(entry.path, options).catch((error: unknown) => {
-          this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
-          return null;
-        });
+        // A file whose metadata alone the turn changed is not hashed either: its after-state then needs no read of its bytes.
+        const options = { setTimesNs: this.#setTimesNs, xattrs: this.#xattrs, ...(entry.kind === 'absent' || entry.kind === 'metadata' ? { hash: false } : {}) };
+        // Where it is now: a directory the turn renamed whole took it along (a rename record: where that directory went since).
+        const index = isRenameRecord(entry) ? renames.indexOf(entry) : -1;
+        const now = isRenameRecord(entry) ? pathAfterRenames(entry.to, renames, index + 1) : pathAfterRenames(entry.path, renames);
+        return observeState(now, options)
+          .then((state) => (index >= 0 && state.type === 'other' ? Object.assign(state, { ino: inodeOf(now) }) : state))
+          .catch((error: unknown) => {
+            this.#log.warn({ phase: 'commit', turnId: id, file: { path: entry.path }, err: error }, 'cannot read after-state; restore will need --force');
+            return null;
+          });
       });
       // Object.assign, not `{ ...entry, after }`: Node 20's V8 pays a runtime call per field after a spread.
       const files = manifest.files.map((entry, index): BackupEntry => Object.assign({}, entry, { after: afters[index] ?? null }));
@@ -595,8 +885,9 @@ export class SessionBackupStore {
       // Deferred lines are in the manifest now; the journal is about to go.
       if (turn.flushTimer !== undefined) clearTimeout(turn.flushTimer);
       turn.deferred = [];
-      // The manifest supersedes the journal; one left behind by a crash here is ignored and tidied on open.
+      // The manifest supersedes the journal and the records files; one left behind by a crash here is ignored and tidied on open.
       await removeQuietly(journalPath(this.layout, id));
+      for (const file of await leaseRecordFiles(this.layout, id)) await removeQuietly(file);
       this.#log.info({ phase: 'commit', turnId: id, files: files.length }, 'backup turn committed');
       return committed;
     });
@@ -666,6 +957,8 @@ export class SessionBackupStore {
       rescue: (file, turnId, options) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, contentSync: options?.sync !== false, durable: true }),
       rescueAbsent: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: true, directory: { sync: true }, content: RESCUE_LIMITS, durable: true }),
       rescueDirectory: (file, turnId, { sync }) => this.#recordOnce(file, as(turnId), { absent: false, directory: { sync }, content: false, durable: true }),
+      rescueRename: (from, to, tree, turnId) => this.#recordRename(from, to, tree, as(turnId), true),
+      rescueMetadata: (file, turnId) => this.#recordOnce(file, as(turnId), { absent: false, directory: false, content: RESCUE_LIMITS, durable: true, metadata: true }),
       syncRescue: (turnId) => this.#syncJournal(turnId),
       commitTurn: (turnId, message) => this.commitTurn(turnId, message),
     };
@@ -694,7 +987,9 @@ export class SessionBackupStore {
       const { manifest, journal } = record;
       if (manifest.committedAt !== null) throw new BrokerError(ErrorCodes.BACKUP_FAILED, `turn ${turnId} is already committed`);
       const appendable = journal !== undefined && !journal.tornTail;
-      return { manifest, byPath: new Map(turnEntries(manifest).map((f) => [f.path, f])), journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined };
+      const entries = turnEntries(manifest);
+      const byPath = new Map(entries.filter((entry) => !isRenameRecord(entry)).map((f) => [f.path, f]));
+      return { manifest, byPath, journalBytes: appendable ? journal.wholeBytes : undefined, unsynced: true, deferred: [], flushTimer: undefined, renames: liveRenames(entries), leases: new Map() };
     }
     const created: TurnManifest = {
       version: MANIFEST_VERSION,
@@ -707,7 +1002,7 @@ export class SessionBackupStore {
       files: [],
     };
     if (options.restoreOf !== undefined) created.restoreOf = validateTurnId(options.restoreOf);
-    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined };
+    return { manifest: created, byPath: new Map(), journalBytes: undefined, unsynced: false, deferred: [], flushTimer: undefined, renames: [], leases: new Map() };
   }
 
   /** Journal writes and commits run one at a time. */

@@ -11,27 +11,30 @@ export type OversizePolicy = z.infer<typeof oversizePolicySchema>;
  * When the store makes a backup durable (fsync), a store option fixed when the store is
  * opened (an enable command never changes it):
  *
+ * - `turn` (the configuration's default): a backup is acknowledged once its blob and
+ *   journal line are written (temp file, verified, renamed; one write of the line) but not
+ *   synced; the turn's commit makes them all durable in one pass (fdatasync of each blob
+ *   written or reused, fsync of their directories) before its fsync'd manifest.
+ *   Everything written is in the page cache, which outlives the process: a kill -9, OOM
+ *   kill or crash of the broker loses no acknowledged backup, and other processes
+ *   (`backups list`, `restore`, GC) read the open turn exactly as under `each`. Only a
+ *   power cut or kernel crash during a turn differs: the changes the turn made may reach
+ *   the disk while some of its backups do not. Such a backup is never trusted (blobs are
+ *   hash-verified on reuse and restore; a torn journal line is ignored): it is reported
+ *   lost, never restored wrong.
  * - `each`: before the backup is acknowledged, so before the file changes: the blob
  *   (fsync, rename, fsync of its directory) and its journal line (fdatasync). About
  *   2 fsync + 1 fdatasync per backup. A power cut or kernel crash at any moment leaves
- *   every change it kept with its backup on disk.
- * - `turn`: a backup is acknowledged once its blob and journal line are written (temp
- *   file, verified, renamed; one write of the line) but not synced; the turn's commit
- *   makes them all durable in one pass (fdatasync of each blob written or reused, fsync
- *   of their directories) before its fsync'd manifest. Everything written is in the page
- *   cache, which outlives the process: a kill -9, OOM kill or crash of the broker loses no
- *   acknowledged backup, and other processes (`backups list`, `restore`, GC) read the
- *   open turn exactly as under `each`. Only a power cut or kernel crash during a turn
- *   differs: the changes the turn made may reach the disk while some of its backups do
- *   not. Such a backup is never trusted (blobs are hash-verified on reuse and restore; a
- *   torn journal line is ignored): it is reported lost, never restored wrong.
+ *   every change it kept with its backup on disk. A project may choose it.
  *
- * Default `each`: the undo promise ("backed up before the change") then holds across power
- * loss too; `turn` is the opt-in for workloads that rewrite thousands of files.
+ * A store opened without a choice syncs each backup (STORE_DURABILITY_UNSET): a caller
+ * that says nothing gets the side that survives a power cut; the configuration, and the
+ * plugin that opens the store for a broker, choose DEFAULT_DURABILITY.
  */
 export const durabilitySchema = z.enum(['each', 'turn']);
 export type Durability = z.infer<typeof durabilitySchema>;
-export const DEFAULT_DURABILITY: Durability = 'each';
+export const DEFAULT_DURABILITY: Durability = 'turn';
+export const STORE_DURABILITY_UNSET: Durability = 'each';
 
 /** Normalised settings, as the store holds them. */
 export const backupSettingsSchema = z.strictObject({

@@ -1,8 +1,9 @@
 import { resolve } from 'node:path';
-import { validateSessionId, type BackupHome, type DirectoryEntry, type RestoreReport, type RewindReport, type TurnManifest } from '../backup/index.js';
+import { keptFileCount, validateSessionId, type BackupHome, type DirectoryEntry, type RestoreReport, type RewindReport, type TurnManifest } from '../backup/index.js';
 import type { DamagedTurn } from '../backup/manifest-io.js';
 import { firstLine } from '../core/printable.js';
 import { noticeFor, stoppedOperationsAround } from '../plugins/git-plan-notice/index.js';
+import { octal } from '../agent/render-diff.js';
 import { diffTurnEntries, type DiffStyle } from '../agent/turn-diff.js';
 import { openBackupHome, restoreTurnFiles } from '../agent/turn-history.js';
 import { turnJson } from '../agent/turn-json.js';
@@ -14,7 +15,6 @@ export function home(env: NodeJS.ProcessEnv): BackupHome {
   return openBackupHome(env.BROKERED_SHELL_HOME || undefined);
 }
 
-const octal = (mode: number) => mode.toString(8).padStart(4, '0');
 
 export async function listCommand(io: Io, options: { session?: string; json?: boolean }, env = process.env): Promise<number> {
   const backupHome = home(env);
@@ -39,8 +39,8 @@ export async function listCommand(io: Io, options: { session?: string; json?: bo
     t.id,
     t.sessionId,
     t.committedAt ?? 'open',
-    // A FIFO, socket or device the turn removed or changed is a file a rewind brings back too.
-    String(t.files.length + (t.structure ?? []).filter((entry) => entry.kind === 'special').length),
+    // A FIFO, socket or device the turn removed or changed, and a file whose metadata alone it changed, are files a rewind brings back too.
+    String(keptFileCount(t)),
     // Paths the turn made where nothing was: an undo removes them, though no file was backed up.
     String((t.structure ?? []).filter((entry) => entry.kind === 'absent').length),
     t.kind === 'restore' ? `[restore] ${firstLine(t.message)}` : firstLine(t.message),
@@ -84,7 +84,16 @@ export async function showCommand(io: Io, ref: string, options: { json?: boolean
   ]);
   // Paths without content: what the turn created (a rewind removes it), directories and special files (mode and times kept).
   for (const entry of structure) {
-    const size = entry.kind === 'absent' ? '(created)' : entry.kind === 'special' ? `(${entry.fileType})` : `(${directoryFate(entry)})`;
+    const size =
+      entry.kind === 'absent'
+        ? '(created)'
+        : entry.kind === 'special'
+          ? `(${entry.fileType})`
+          : entry.kind === 'metadata'
+            ? '(metadata)'
+            : entry.kind === 'renamed'
+              ? `(directory, renamed to ${printable(entry.to)}${entry.expanded ? ', recorded path by path' : ''})`
+              : `(${directoryFate(entry)})`;
     rows.push([entry.operation, size, entry.kind === 'absent' ? '-' : octal(entry.mode), '-', entry.path]);
   }
   io.out(table([['OPERATION', 'SIZE', 'MODE', 'SHA256', 'PATH'], ...rows]));

@@ -1,7 +1,8 @@
 import dgram from 'node:dgram';
-import { access, constants, stat } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { access, constants, copyFile, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { checkLauncher, storeLocationProblem } from '../agent/preflight.js';
 import { resolveHome } from '../backup/layout.js';
 import { loadConfig } from '../config/load.js';
@@ -39,7 +40,7 @@ export interface DoctorReport {
 const SECCOMP_REASON = 'Landlock + seccomp user notification';
 const LAUNCHER_CHECK = 'sandbox launcher';
 
-export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
+export async function diagnose(env: NodeJS.ProcessEnv = process.env, workspace = process.cwd()): Promise<DoctorReport> {
   const checks: Check[] = [];
   let kernel: KernelProbe | undefined;
   try {
@@ -66,6 +67,14 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
         detail: kernel.seccompWaitKillableRecv ? 'available' : note('killable'),
         required: true,
       },
+      {
+        name: 'seccomp synchronous wake-up',
+        ok: kernel.seccompSyncWakeUp,
+        detail: kernel.seccompSyncWakeUp
+          ? 'available: a notified call hands its CPU to the supervisor (≈ 2 µs a round trip)'
+          : `${note('sync_wake_up')}: the supervisor is woken on another CPU (slower, Linux 6.6+ has it)`,
+        required: false,
+      },
       { name: 'openat2', ok: kernel.openat2, detail: kernel.openat2 ? 'available' : note('openat2'), required: true },
       { name: 'pidfd_getfd', ok: kernel.pidfdGetfd, detail: kernel.pidfdGetfd ? 'available' : note('pidfd'), required: true },
       { name: 'fchmodat2', ok: kernel.fchmodat2, detail: kernel.fchmodat2 ? 'available' : note('fchmodat2'), required: true },
@@ -79,6 +88,7 @@ export async function diagnose(env: NodeJS.ProcessEnv = process.env): Promise<Do
   checks.push(await storeCheck(home));
   const reads = await readPolicyCheck(env, kernel);
   checks.push(reads.check);
+  checks.push(await storePlacementCheck(home, workspace));
   const seccomp = checks.every((c) => c.ok || !c.required);
   const { runtime, runtimeReason } = defaultRuntime(seccomp, checks, preload.ok, kernel);
   return { ok: runtime !== 'none', runtime, runtimeReason, ...(kernel ? { kernel } : {}), checks, unreadable: reads.unreadable };
@@ -204,6 +214,62 @@ async function storeCheck(home: string): Promise<Check> {
     }
     if (ancestor === dirname(ancestor)) return check(false, `${home} cannot be created: no existing ancestor`);
     ancestor = dirname(ancestor);
+  }
+}
+
+/**
+ * Whether the store can keep files whole for the workspace (run from it): a file a change
+ * removes is moved into the store only on the same file system and mount, and a file
+ * changed in place is cloned only where that file system can. Not required: the store
+ * copies what it cannot move or clone, and then the size cap applies.
+ */
+async function storePlacementCheck(home: string, workspace: string): Promise<Check> {
+  const check = (ok: boolean, detail: string): Check => ({ name: 'backup store placement', ok, detail, required: false });
+  const store = await nearestExisting(home);
+  if (!store) return check(false, `${home}: no existing ancestor`);
+  let same: boolean;
+  try {
+    same = mountOf(store) === mountOf(workspace);
+  } catch (error) {
+    return check(false, `cannot compare ${store} with ${workspace}: ${describeError(error)}`);
+  }
+  if (!same) {
+    return check(false, `on another file system than ${workspace}: files a change removes are copied into the store instead of moved, and held to the size cap`);
+  }
+  const clones = await canClone(store);
+  return check(true, `on the file system of ${workspace}: files a change removes are moved into the store; files changed in place are ${clones ? 'cloned (reflink)' : 'copied (no reflink here), held to the size cap'}`);
+}
+
+/** The device and mount a path is on (a bind mount shares the device, not the mount). */
+function mountOf(file: string): string {
+  const fd = openSync(file, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    const mount = /^mnt_id:\s*(\d+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))?.[1] ?? '?';
+    return `${fstatSync(fd).dev}:${mount}`;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+async function nearestExisting(file: string): Promise<string | undefined> {
+  for (let at = file; ; at = dirname(at)) {
+    if ((await stat(at).catch(() => undefined))?.isDirectory()) return at;
+    if (at === dirname(at)) return undefined;
+  }
+}
+
+/** Whether a file in `dir` can be cloned (FICLONE) there: two temp files, gone again. */
+async function canClone(dir: string): Promise<boolean> {
+  const probe = await mkdtemp(join(dir, '.bsh-doctor-')).catch(() => undefined);
+  if (!probe) return false;
+  try {
+    await writeFile(join(probe, 'a'), 'clone probe\n');
+    await copyFile(join(probe, 'a'), join(probe, 'b'), constants.COPYFILE_FICLONE_FORCE);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await rm(probe, { recursive: true, force: true });
   }
 }
 

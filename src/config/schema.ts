@@ -60,7 +60,7 @@ export const fileBackupConfigSchema = z.strictObject({
   oversize: oversizePolicySchema.default('deny').describe('A change to a file over the cap: refused (deny) or made without a content backup (skip)'),
   durability: durabilitySchema
     .default(DEFAULT_DURABILITY)
-    .describe('When backups reach the disk: each one before its change (each), or all at the turn\'s commit (turn: faster; a kill loses nothing, a power cut during a turn may)'),
+    .describe('When backups reach the disk: all at the turn\'s commit (turn, the default: a kill loses nothing, a power cut during a turn may), or each one before its change (each)'),
 });
 
 export const fileSafetyConfigSchema = z.strictObject({

@@ -8,11 +8,13 @@ import {
   type ClientPayload,
   type ControlPayload,
   type ControlResult,
+  type Handover,
   type RequestContext,
   type ResolvedRequest,
   type Turn,
 } from './hooks.js';
 import { attributeErrors } from './intercept.js';
+import { ALL_PATHS, PathOrder, type OrderKeys } from './path-order.js';
 import { issueLines } from './issues.js';
 import { silentLogger, type Logger } from './logger.js';
 import type { BrokerPlugin } from './plugin.js';
@@ -60,6 +62,29 @@ interface Attempt {
   outcome: AttemptOutcome;
   /** Set when the decision was a prompt: what to ask about. */
   prompt?: Omit<ApprovalQuestion, 'round'>;
+  /** Set when the paths resolved elsewhere than their names say: the request runs again holding every path. */
+  rerunAlone?: true;
+}
+
+/**
+ * The names a modifying request holds while it runs (path-order.ts): its targets' paths.
+ * A name whose text does not say where it leads (`..`, /proc) makes it hold every path;
+ * so does one that turns out to resolve elsewhere (a symlink), found after resolve-path.
+ */
+function orderKeysOf(request: BrokerRequest): OrderKeys {
+  const keys: string[] = [];
+  for (const target of request.targets) {
+    const key = target.path.length > 1 ? target.path.replace(/\/+$/, '') : target.path;
+    if (/(^|\/)\.\.?(\/|$)|\/\//.test(key) || key === '/proc' || key.startsWith('/proc/')) return ALL_PATHS;
+    keys.push(key);
+  }
+  return keys;
+}
+
+/** Whether every resolved target is one of the names the request holds, or lies below one. */
+function heldAsResolved(keys: OrderKeys, targets: readonly ResolvedTarget[]): boolean {
+  if (keys === ALL_PATHS) return true;
+  return targets.every((t) => keys.some((key) => t.resolved === key || t.resolved.startsWith(key === '/' ? '/' : `${key}/`)));
 }
 
 /**
@@ -104,7 +129,7 @@ export class Broker {
   readonly log: Logger;
   readonly #plugins = new Map<string, BrokerPlugin>();
   #turn: Turn | undefined;
-  #exclusive: Promise<unknown> = Promise.resolve();
+  readonly #order = new PathOrder();
   #sequence = 0;
 
   constructor(options: BrokerOptions) {
@@ -153,7 +178,7 @@ export class Broker {
 
   /** Close the open turn with a message; nothing that modifies runs while it commits. */
   async commitTurn(message: string): Promise<Turn> {
-    return this.#exclusively(async () => {
+    return this.#order.run(ALL_PATHS, async () => {
       const turn = await this.beginTurn();
       turn.message = message;
       await this.hooks.turnCommitting.promise(turn);
@@ -201,18 +226,20 @@ export class Broker {
 
   /**
    * Run one request through the pipeline. Never throws: failures are deny outcomes.
-   * Requests that modify run one at a time. `holdUntil` is for a caller that makes the
-   * change itself after the answer (the sandbox's supervisor): when the request is
-   * allowed, no other modifying request starts before it settles, so the names this one
-   * checked stay as checked. A `prompt` is put to the `approve` hook outside that order
-   * (other requests go on meanwhile); after a yes the request runs again from the start.
+   * Requests that modify run in order per path (path-order.ts): one that names a path
+   * another is changing, or a directory above it, waits for it; others run at once.
+   * `holdUntil` is for a caller that makes the change itself after the answer (the
+   * sandbox's supervisor): when the request is allowed, no modifying request on its
+   * names starts before it settles, so the names this one checked stay as checked. A
+   * `prompt` is put to the `approve` hook outside that order (other requests go on
+   * meanwhile); after a yes the request runs again from the start.
    */
   async handle(input: BrokerRequestInput, options: { holdUntil?: Promise<void> } = {}): Promise<Outcome> {
     const started = process.hrtime.bigint();
     const requestId = `r${++this.#sequence}`;
     const parsed = brokerRequestSchema.safeParse(input);
     const request = parsed.success ? parsed.data : undefined;
-    const context = new Context(requestId, this, request);
+    const context = new Context(requestId, this, request, options.holdUntil !== undefined);
     if (!parsed.success) {
       const message = issueLines(parsed.error, 'request').join('; ');
       const decision: Decision = { verdict: 'deny', reason: message, source: 'core' };
@@ -221,8 +248,15 @@ export class Broker {
     const valid = parsed.data;
     const modifies = valid.targets.some((target) => target.access !== 'read');
     const approved = new Set<string>();
-    const attempt = () => this.#attempt(valid, context, approved);
-    const run = () => (modifies ? this.#exclusively(attempt, options.holdUntil, (done) => done.outcome.ok) : attempt());
+    const keys = modifies ? orderKeysOf(valid) : ALL_PATHS;
+    // After an allow, the changes behind this one wait until its caller is done with it and
+    // what plugins asked to run then has run.
+    const holdAfter = (done: Attempt) => (options.holdUntil && done.outcome.ok ? context.afterPerformed(options.holdUntil) : undefined);
+    const ordered = async () => {
+      const first = await this.#order.run(keys, () => this.#attempt(valid, context, approved, keys), holdAfter);
+      return first.rerunAlone ? this.#order.run(ALL_PATHS, () => this.#attempt(valid, context, approved, ALL_PATHS), holdAfter) : first;
+    };
+    const run = () => (modifies ? ordered() : this.#attempt(valid, context, approved, ALL_PATHS));
     let result = await run();
     for (let round = 1; result.prompt && round <= MAX_APPROVAL_ROUNDS; round += 1) {
       const answer = await this.#ask(result.prompt, round, context);
@@ -240,13 +274,6 @@ export class Broker {
     await this.hooks.close.promise();
   }
 
-  /** Runs `task` after every modifying request before it; the ones after it also wait for `holdUntil` when `holds` says so. */
-  #exclusively<T>(task: () => Promise<T>, holdUntil?: Promise<void>, holds?: (value: T) => boolean): Promise<T> {
-    const result = this.#exclusive.then(task, task);
-    this.#exclusive = result.then((value) => (holdUntil && (!holds || holds(value)) ? holdUntil : undefined)).catch(() => undefined);
-    return result;
-  }
-
   /** The approve hook's answer to a held prompt; a failing tap is a no. */
   async #ask(question: Omit<ApprovalQuestion, 'round'>, round: number, context: RequestContext): Promise<ApprovalAnswer | undefined> {
     if (!this.hooks.approve.isUsed()) return undefined;
@@ -258,7 +285,7 @@ export class Broker {
     }
   }
 
-  async #attempt(request: BrokerRequest, context: RequestContext, approved: ReadonlySet<string>): Promise<Attempt> {
+  async #attempt(request: BrokerRequest, context: RequestContext, approved: ReadonlySet<string>, keys: OrderKeys): Promise<Attempt> {
     const hooks = this.hooks;
     let targets: ResolvedTarget[] = [];
     let decision: Decision = NO_OPINION;
@@ -272,6 +299,8 @@ export class Broker {
         outcome = failure(ErrorCodes.SESSION_MISMATCH, denial.reason ?? 'session rejected');
       } else {
         targets = await this.#resolve(request, context);
+        // Resolved elsewhere than its names say: another change could be on the same file under other names.
+        if (!heldAsResolved(keys, targets)) return { targets, decision, outcome: failure(ErrorCodes.PLUGIN_FAILED, 'run again holding every path'), rerunAlone: true };
         const resolved: ResolvedRequest = { request, targets };
         decision = await this.#decide(resolved, context, approved);
         await hooks.decided.promise(decision, resolved, context);
@@ -304,6 +333,8 @@ export class Broker {
     if (outcome.grant !== undefined) done.grant = outcome.grant;
     if (outcome.result !== undefined) done.result = outcome.result;
     if (outcome.error !== undefined) done.error = outcome.error;
+    const handover = (context as Context).handover;
+    if (outcome.ok && handover?.aside !== undefined) done.handover = { aside: handover.aside };
     done.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
     try {
       await this.hooks.requestDone.promise(done, context);
@@ -373,15 +404,31 @@ export class Broker {
  */
 class Context implements RequestContext {
   readonly state = new Map<symbol | string, unknown>();
+  readonly handover: Handover | undefined;
+  readonly whenPerformed: ((task: () => Promise<void>) => void) | undefined;
   readonly #request: BrokerRequest | undefined;
+  readonly #afterPerformed: Array<() => Promise<void>> = [];
   #log: Logger | undefined;
 
   constructor(
     readonly requestId: string,
     readonly broker: Broker,
     request: BrokerRequest | undefined,
+    callerPerforms: boolean,
   ) {
     this.#request = request;
+    if (callerPerforms) {
+      this.handover = {};
+      this.whenPerformed = (task) => void this.#afterPerformed.push(task);
+    }
+  }
+
+  /** Settles once `performed` has and every task registered with whenPerformed has run, in order. */
+  async afterPerformed(performed: Promise<void>): Promise<void> {
+    await performed;
+    for (const task of this.#afterPerformed.splice(0)) {
+      await task().catch((error: unknown) => this.log.error({ phase: 'broker', err: error }, 'a task after the change failed'));
+    }
   }
 
   get log(): Logger {

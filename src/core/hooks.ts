@@ -8,8 +8,21 @@ import type {
   Outcome,
   RequestTarget,
   ResolvedTarget,
+  TargetRole,
 } from './schemas.js';
 import type { Broker } from './broker.js';
+
+/**
+ * What the broker hands a caller that performs the change itself (the kernel supervisor)
+ * besides its decision, as a plugin arranged it before the change.
+ */
+export interface Handover {
+  /**
+   * Move the file the change removes or replaces (an unlink's path, a rename's `to`) to
+   * `into` instead of deleting it: a backup plugin that kept it whole by name.
+   */
+  aside?: { role: TargetRole; into: string };
+}
 
 /** Per-request context handed to every tap. */
 export interface RequestContext {
@@ -18,6 +31,14 @@ export interface RequestContext {
   readonly broker: Broker;
   /** Scratch space for plugins to pass data along one request (key by a symbol you own). */
   readonly state: Map<symbol | string, unknown>;
+  /** Set when the caller performs the change itself: what it is handed with an allow. */
+  readonly handover?: Handover;
+  /**
+   * Set when the caller performs the change itself: `task` runs once it reports the change
+   * done (or dropped, or the caller is gone), before any other change the broker's order
+   * would hold back behind this one. A failing task is logged.
+   */
+  whenPerformed?(task: () => Promise<void>): void;
 }
 
 /** A target while resolve-path runs: plugins fill in the resolved forms. */

@@ -9,6 +9,7 @@ export type {
   ControlContext,
   ControlPayload,
   ControlResult,
+  Handover,
   RequestContext,
   Resolution,
   ResolvedRequest,

@@ -67,6 +67,13 @@ export const requestOptionsSchema = z.strictObject({
   followSymlinks: z.boolean().optional(),
   /** open(2) flags, for kernel-originated opens. */
   openFlags: z.number().int().optional(),
+  /**
+   * The caller performs the change itself and can move the file it removes or replaces to
+   * where the broker says (`Outcome.handover`) instead of deleting it (the kernel supervisor).
+   */
+  movesAside: z.boolean().optional(),
+  /** A token request for the session's lease (the kernel supervisor's), not for a file: see the lease plugin. */
+  lease: z.boolean().optional(),
   /** For touch: the times to set (seconds since the epoch); now when absent. */
   atime: z.number().optional(),
   mtime: z.number().optional(),
@@ -141,6 +148,8 @@ export const grantSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('token'), token: z.string().min(1) }),
   z.strictObject({ kind: z.literal('sandbox') }),
   z.strictObject({ kind: z.literal('fd'), fd: z.number().int().min(0) }),
+  /** The session's policy compiled for the kernel supervisor (the lease plugin's; opaque to the core). */
+  z.strictObject({ kind: z.literal('lease'), lease: z.record(z.string(), z.unknown()) }),
 ]);
 export type Grant = z.infer<typeof grantSchema>;
 
@@ -171,5 +180,7 @@ export interface Outcome {
   grant?: Grant;
   result?: HostOpResult;
   error?: OutcomeError;
+  /** For a caller that performs the change itself: what a plugin arranged (see Handover in hooks.ts). */
+  handover?: { aside?: { role: TargetRole; into: string } };
   durationMs: number;
 }

@@ -77,7 +77,7 @@ export function turnsText(turns: readonly TurnJson[]): string {
 /** One turn: its message and each path it recorded. */
 export function turnText(turn: TurnJson): string {
   const lines = [`turn ${turn.id} (session ${turn.sessionId})`, `message: ${printable(turn.message ?? '(not committed)')}`, `committed: ${turn.committedAt ?? 'no'}`];
-  for (const file of turn.files) lines.push(`  ${file.operation} ${printable(file.path)} (${file.kind === 'symlink' ? 'symlink' : file.skipped ? 'not saved: too large' : `${file.size} B`})`);
+  for (const file of turn.files) lines.push(`  ${file.operation} ${printable(file.path)} (${file.kind === 'symlink' ? 'symlink' : file.kind === 'metadata' ? 'metadata only' : file.skipped ? 'not saved: too large' : `${file.size} B`})`);
   for (const entry of turn.structure) lines.push(`  ${entry.operation} ${printable(entry.path)} (${entry.kind === 'absent' ? 'created' : entry.kind})`);
   if (turn.files.length + turn.structure.length === 0) lines.push('  no files were backed up in this turn');
   return lines.join('\n');

@@ -64,6 +64,14 @@ export interface NativeBinding {
    */
   openNoSymlinks(path: string, flags: number, mode?: number): number;
 
+  /**
+   * Whether a descriptor of the file behind `fd` (which must be open read-only) is open
+   * for writing anywhere, writable shared mappings included: a read lease taken and let go
+   * at once. Throws when the kernel cannot tell (EPERM: not the file's owner; EINVAL: no
+   * leases on that file system).
+   */
+  heldForWriting(fd: number): boolean;
+
   /** Asks the running kernel what it supports (forks two short-lived probe children). */
   probeKernel(): KernelProbe;
 
@@ -108,6 +116,7 @@ const bindingFunctions: Record<keyof NativeBinding, true> = {
   chownAt: true,
   utimesAt: true,
   openNoSymlinks: true,
+  heldForWriting: true,
   probeKernel: true,
   sendWithFd: true,
   walkPlain: true,

@@ -19,6 +19,7 @@ export function nativeMetadataOps(): MetadataOps {
       const pairs = Object.entries(xattrs ?? {}).map(([name, value]): [string, Buffer] => [name, Buffer.from(value, 'base64')]);
       return native().mknodAt(dirname(path), basename(path), fileType, mode, rdev, owner?.uid ?? -1, owner?.gid ?? -1, pairs);
     },
+    heldForWriting: (fd) => native().heldForWriting(fd),
     setTimesNs: async (path, atimeNs, mtimeNs) => {
       // The final component is never followed: for a symlink this sets the link's own times.
       native().utimesAt(dirname(path), basename(path), timeSpecFromNs(atimeNs), timeSpecFromNs(mtimeNs));

@@ -22,6 +22,8 @@ export const kernelProbeSchema = z.strictObject({
   seccompAddfdSend: z.boolean(),
   /** A filter with WAIT_KILLABLE_RECV installed and completed a notification round trip. */
   seccompWaitKillableRecv: z.boolean(),
+  /** A round trip completed with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP set on the listener (the supervisor sets it where it can). */
+  seccompSyncWakeUp: z.boolean(),
   openat2: z.boolean(),
   pidfdGetfd: z.boolean(),
   fchmodat2: z.boolean(),

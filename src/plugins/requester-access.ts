@@ -2,6 +2,7 @@ import { readFileSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Peer, type RequestContext, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
 import { ProcStatusReader } from './proc-status.js';
+import { getLeaseHooks } from './lease/hooks.js';
 
 /** Who asked, as the kernel would judge their access: ids and whether DAC binds them. */
 export interface Requester {
@@ -126,6 +127,8 @@ export class RequesterAccessPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
+    // The supervisor acts with the command's own rights, reads included: nothing the kernel would not refuse.
+    getLeaseHooks(broker).contribute.tap(this.name, () => undefined);
     broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved, context) => this.#decide(target, resolved, context));
     broker.hooks.close.tap(this.name, () => this.#statusFiles.close());
   }

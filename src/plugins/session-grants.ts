@@ -13,6 +13,7 @@ import {
 } from '../core/index.js';
 import { takenTree } from '../requests/taken-tree.js';
 import type { PromptBlock } from './approval/index.js';
+import { getLeaseHooks } from './lease/hooks.js';
 
 /** One (path, access, operation) a person approved in this session. */
 export interface SessionGrant {
@@ -60,6 +61,8 @@ export class SessionGrantsPlugin implements BrokerPlugin {
   #broker: Broker | undefined;
 
   apply(broker: Broker): void {
+    // Grants only lift prompts, and a prompted path is never leased: nothing to add.
+    getLeaseHooks(broker).contribute.tap(this.name, () => undefined);
     if (this.#broker && this.#broker !== broker) {
       throw new BrokerError(ErrorCodes.INVALID_OPTIONS, 'a session-grants plugin serves one broker; make one per session');
     }

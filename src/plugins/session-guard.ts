@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { Stage, type Broker, type BrokerPlugin } from '../core/index.js';
 import { parseOptions } from './options.js';
+import { getLeaseHooks } from './lease/hooks.js';
 
 export const sessionGuardOptionsSchema = z.strictObject({
   /** Further sessions this broker answers for (rare: a broker shared by sibling sessions). */
@@ -19,6 +20,8 @@ export class SessionGuardPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
+    // A kernel request always names the session it runs in: nothing to add to a lease.
+    getLeaseHooks(broker).contribute.tap(this.name, () => undefined);
     const accepted = new Set([broker.sessionId, ...this.#extra]);
     broker.hooks.validateSession.tap({ name: this.name, stage: Stage.FIRST }, (request, context) => {
       if (!request.sessionId) return { verdict: 'deny', reason: 'request names no session', source: this.name };

@@ -1,4 +1,5 @@
 import { PolicyStage, type Broker, type BrokerPlugin, type Decision, type Operation, type ResolvedRequest, type ResolvedTarget } from '../core/index.js';
+import { getLeaseHooks } from './lease/hooks.js';
 
 export const PLUGIN_NAME = 'set-id-bits';
 
@@ -46,6 +47,7 @@ export class SetIdBitsPlugin implements BrokerPlugin {
   readonly name = PLUGIN_NAME;
 
   apply(broker: Broker): void {
+    getLeaseHooks(broker).contribute.tap(this.name, (lease) => void (lease.setIdRoundTrip = true));
     broker.hooks.evaluatePolicy.tap({ name: this.name, stage: PolicyStage.PROTECTED }, (target, resolved) => this.#decide(target, resolved));
   }
 

@@ -8,6 +8,7 @@ import { FileSafetyPlugin, type FileSafetyRule } from './file-safety/index.js';
 import { GitPlanNoticePlugin } from './git-plan-notice/index.js';
 import { HeldWritesPlugin } from './held-writes/index.js';
 import { HostOperationsPlugin } from './host-operations/index.js';
+import { LeasePlugin } from './lease/index.js';
 import { ModifyBackupPlugin } from './modify-backup/index.js';
 import { NetworkPlugin, type NetworkOptions, type SaveRule } from './network/index.js';
 import { PathResolutionPlugin } from './path-resolution/index.js';
@@ -97,6 +98,8 @@ export function standardPlugins(options: StandardPluginsOptions): BrokerPlugin[]
     }),
     new FdGrantPlugin(),
     new SandboxTokenPlugin(),
+    // The policy compiled for the kernel supervisor, from what the plugins above say of it.
+    new LeasePlugin(),
     new CommandPrebackupPlugin(),
     // A file still held for writing when a turn commits is backed up into the next one.
     new HeldWritesPlugin(),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { BrokerError, ErrorCodes, Stage, type Broker, type BrokerPlugin, type Decision } from '../core/index.js';
+import { getLeaseHooks } from './lease/hooks.js';
 
 /** The parent of a process, or undefined when it is gone (or unreadable). */
 export type ParentOf = (pid: number) => number | undefined;
@@ -49,6 +50,8 @@ export class ToolCallBindingPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
+    // It binds socket requests to their tool call; kernel requests are bound by the supervisor that sends them.
+    getLeaseHooks(broker).contribute.tap(this.name, () => undefined);
     if (this.#broker && this.#broker !== broker) {
       throw new BrokerError(ErrorCodes.INVALID_OPTIONS, 'a tool-call-binding plugin serves one broker; make one per session');
     }

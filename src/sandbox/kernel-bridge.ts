@@ -84,6 +84,8 @@ export function kernelToBrokerRequest(broker: Broker, request: KernelRequest, me
     default:
       targets = operationTargets(operation, { path: request.path });
   }
+  // The supervisor moves the file an unlink removes or a rename replaces to where the broker says.
+  if (request.op === 'unlink' || request.op === 'rename') options.movesAside = true;
   // The mode the call gives: mkdir, mknod and chmod always, an open only when it may create.
   const creates = request.op === 'open' && (request.flags & (constants.O_CREAT | O_TMPFILE_BIT)) !== 0;
   if (request.op === 'mkdir' || request.op === 'mknod' || request.op === 'chmod' || creates) options.mode = request.mode & 0o7777;
@@ -120,11 +122,13 @@ export function outcomeToKernelAnswer(request: KernelRequest, outcome: Outcome):
   }
   const path = byRole.get('path') ?? byRole.get('from');
   if (!path) return { errno: EACCES };
+  const aside = outcome.handover?.aside?.into;
   if (request.op === 'rename' || request.op === 'link') {
     const to = byRole.get('to');
-    return to ? { errno: 0, path, to } : { errno: EACCES };
+    if (!to) return { errno: EACCES };
+    return aside === undefined ? { errno: 0, path, to } : { errno: 0, path, to, aside };
   }
-  return { errno: 0, path };
+  return aside === undefined ? { errno: 0, path } : { errno: 0, path, aside };
 }
 
 /**

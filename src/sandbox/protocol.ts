@@ -94,7 +94,13 @@ export interface KernelRefusal {
  * The broker's decision. Allowed: the resolved path(s) it checked, on which the
  * supervisor then acts. Denied: an errno (> 0) the syscall returns, usually EACCES.
  */
-export type KernelAnswer = { errno: 0; path: string; to?: string } | { errno: number };
+export type KernelAnswer = { errno: 0; path: string; to?: string; aside?: string } | { errno: number };
+
+/**
+ * Ops whose allow may carry `aside`: where the supervisor moves the file the op removes
+ * (an unlink's path) or replaces (a rename's `to`) instead of deleting it.
+ */
+export const ASIDE_OPS: ReadonlySet<KernelOp> = new Set<KernelOp>(['unlink', 'rename']);
 
 export const LENGTH_FIELD = 4;
 /** Request: id, op, reserved, pid, tgid, flags, mode, follow, reserved[3]. */
@@ -306,8 +312,11 @@ export function normalizeAnswer(op: KernelOp, answer: unknown): KernelAnswer {
   const path: unknown = Reflect.get(answer, 'path');
   const to: unknown = Reflect.get(answer, 'to');
   if (!isAbsolutePathText(path)) return denied;
-  if (TWO_PATH_OPS.has(op)) return isAbsolutePathText(to) ? { errno: 0, path, to } : denied;
-  return to === undefined || to === '' ? { errno: 0, path } : denied;
+  const aside: unknown = Reflect.get(answer, 'aside');
+  if (aside !== undefined && aside !== '' && !(ASIDE_OPS.has(op) && isAbsolutePathText(aside))) return denied;
+  const kept = typeof aside === 'string' && aside !== '' ? { aside } : {};
+  if (TWO_PATH_OPS.has(op)) return isAbsolutePathText(to) ? { errno: 0, path, to, ...kept } : denied;
+  return to === undefined || to === '' ? { errno: 0, path, ...kept } : denied;
 }
 
 /** An answer frame. The answer must be normalized first (see normalizeAnswer). */
@@ -316,7 +325,8 @@ export function encodeAnswer(id: number, answer: KernelAnswer): Buffer {
   fixed.writeUInt32LE(id >>> 0, 0);
   fixed.writeInt32LE(answer.errno, 4);
   if (answer.errno !== 0 || !('path' in answer)) return frame(fixed, ['', '']);
-  return frame(fixed, [answer.path, answer.to ?? '']);
+  // The third string only when there is one: an answer without it reads as before.
+  return frame(fixed, answer.aside ? [answer.path, answer.to ?? '', answer.aside] : [answer.path, answer.to ?? '']);
 }
 
 export type DecodedAnswer = { ok: true; id: number; answer: KernelAnswer } | { ok: false; reason: string };
@@ -326,9 +336,11 @@ export function decodeAnswer(body: Buffer): DecodedAnswer {
   if (body.length < MIN_ANSWER_BODY) return { ok: false, reason: 'answer too short' };
   const id = body.readUInt32LE(0);
   const errno = body.readInt32LE(4);
-  const strings = readStrings(body, ANSWER_FIXED, 2);
+  const strings = readStrings(body, ANSWER_FIXED, 2) ?? readStrings(body, ANSWER_FIXED, 3);
   if (strings === undefined) return { ok: false, reason: 'bad string field' };
-  const [path = '', to = ''] = strings;
+  const [path = '', to = '', aside = ''] = strings;
   if (errno !== 0) return { ok: true, id, answer: { errno } };
-  return { ok: true, id, answer: to === '' ? { errno: 0, path } : { errno: 0, path, to } };
+  const answer: KernelAnswer = to === '' ? { errno: 0, path } : { errno: 0, path, to };
+  if (aside !== '') Object.assign(answer, { aside });
+  return { ok: true, id, answer };
 }

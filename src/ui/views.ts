@@ -99,9 +99,12 @@ function describeEntry(entry: TurnEntry): Omit<FileView, 'now' | 'status' | 'det
     case 'absent':
       return base;
     case 'directory':
+    case 'renamed':
       return { ...base, mode: entry.mode };
     case 'special':
       return { ...base, fileType: entry.fileType, mode: entry.mode };
+    case 'metadata':
+      return { ...base, size: entry.size, mode: entry.mode };
     default:
       return {
         ...base,
@@ -144,9 +147,9 @@ const LINE_CHAR_LIMIT = 4000;
  * classified lines; for a path without content, what it was and what is there now.
  */
 export async function diffView(store: SessionBackupStore, entry: TurnEntry, setTimesNs: SetTimesNs | undefined): Promise<DiffView> {
-  if (entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special') {
+  if (entry.kind === 'absent' || entry.kind === 'directory' || entry.kind === 'special' || entry.kind === 'metadata' || entry.kind === 'renamed') {
     const now = describeState(await observeState(entry.path, setTimesNs === undefined ? {} : { setTimesNs }));
-    const what = entry.kind === 'special' ? `a ${entry.fileType}` : 'a directory';
+    const what = entry.kind === 'special' ? `a ${entry.fileType}` : entry.kind === 'metadata' ? 'a file (only its metadata was kept)' : 'a directory';
     const before = entry.kind === 'absent' ? 'nothing was here before the turn (it created this path)' : `${what}, mode ${entry.mode.toString(8).padStart(4, '0')}, before the turn`;
     return { lines: [{ kind: 'note', text: `${before}; now: ${now}` }], omitted: 0 };
   }

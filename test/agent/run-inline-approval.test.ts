@@ -101,6 +101,23 @@ describe('run: a change that needs approval waits while the person is asked', ()
     expect((await blobOf(world, turn, entry)).toString('utf8')).toBe('A=1\n');
   });
 
+  it('a held question holds up only its own path: another process of the command writes elsewhere meanwhile', async () => {
+    await writeOld(ws('waiting.env'), 'A=1\n');
+    // The first process is held at waiting.env; the second writes elsewhere while the question waits.
+    const command = '(echo A=2 > waiting.env) & (sleep 0.2; for i in 1 2 3; do echo $i >> elsewhere.txt; done); wait; echo done';
+    const seenAtAnswer: string[] = [];
+    const result = await onTerminal('inline-elsewhere', command, async () => {
+      for (let tries = 0; tries < 400 && !(await fs.readFile(ws('elsewhere.txt'), 'utf8').catch(() => '')).includes('3'); tries += 1) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      seenAtAnswer.push(await fs.readFile(ws('elsewhere.txt'), 'utf8').catch(() => 'missing'));
+      return 'y';
+    }, { extra: policyArgs() });
+    expect(result.status, describeRun(result)).toBe(0);
+    expect(seenAtAnswer).toEqual(['1\n2\n3\n']);
+    expect(await fs.readFile(ws('waiting.env'), 'utf8')).toBe('A=2\n');
+  });
+
   it('n: the write gets EACCES, the command goes on, the file is untouched, the status is the command\'s', async () => {
     await writeOld(ws('refused.env'), 'A=1\n');
     const result = await onTerminal('inline-no', 'echo A=2 > refused.env || echo "refused $?"; echo after >> refused-log.txt; exit 4', () => 'n', { extra: policyArgs() });

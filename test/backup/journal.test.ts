@@ -388,6 +388,7 @@ describe('a damaged journal', () => {
         committedAt: null,
         files: [],
       },
+      entries: [],
       wholeBytes: header.length + 1,
     });
     const torn = parseJournal(Buffer.from(`${header}\n{"path":"/a","oper`), { turnId: 't1', sessionId: 's' });

@@ -128,9 +128,9 @@ describe('rewind to a turn', () => {
 
   it('stops at the first turn with conflicts (nothing of it changed, older turns untouched); --force goes through', async () => {
     const { rec, turns, trees } = await threeTurns();
-    // A person changes a file only turn 2 touched, after turn 3.
+    // A person changes a file only turn 2 touched (its mode: turn 2 kept only that), after turn 3.
     const main = path.join(rec.ws, 'src', 'main.c');
-    await fs.writeFile(main, 'int main() { return 1; }\n');
+    await fs.chmod(main, 0o644);
     const edited = (await treeSnapshot(rec.ws))['src/main.c'];
     const plan = await rec.backups.rewindPlan(turns[0]!.id);
     const report = await plan.store.rewind(plan.turns);
@@ -143,9 +143,20 @@ describe('rewind to a turn', () => {
     const forced = await plan.store.rewind((await rec.backups.rewindPlan(turns[0]!.id)).turns, { force: true });
     expect(forced.complete).toBe(true);
     expect(await treeSnapshot(rec.ws)).toEqual(trees[0]);
-    // The person's edit is kept in the forced rewind's rescue turn.
-    const kept = (await plan.store.readTurn(forced.rescueTurnId!)).files.find((f) => f.path === main);
-    expect((await plan.store.readBlob(kept!.sha256!)).toString()).toBe('int main() { return 1; }\n');
+    // The person's change is kept in the forced rewind's rescue turn.
+    const kept = (await plan.store.readTurn(forced.rescueTurnId!)).structure?.find((e) => e.path === main);
+    expect(kept).toMatchObject({ kind: 'metadata', mode: 0o644 });
+  });
+
+  it('a forced rewind cannot bring back bytes a person changed after a turn that kept only a file\'s metadata: that path fails, named', async () => {
+    const { rec, turns } = await threeTurns();
+    const main = path.join(rec.ws, 'src', 'main.c');
+    await fs.writeFile(main, 'int main() { return 1; }\n');
+    const plan = await rec.backups.rewindPlan(turns[0]!.id);
+    const forced = await plan.store.rewind(plan.turns, { force: true });
+    expect(forced.complete).toBe(false);
+    expect(forced.turns.flatMap((t) => t.failed)).toEqual([expect.objectContaining({ path: main, message: expect.stringContaining('the turn kept only its metadata') })]);
+    expect(await fs.readFile(main, 'utf8')).toBe('int main() { return 1; }\n');
   });
 
   it('leaves restore turns out of the plan: a turn already restored is found as before', async () => {

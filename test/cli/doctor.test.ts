@@ -76,4 +76,28 @@ describe('doctor', () => {
     const human = cli(['doctor'], { home: file });
     expect(human.stdout).toMatch(new RegExp(`^warn\\s+backup store\\s+${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is not a directory$`, 'm'));
   });
+
+  it('says whether the store can keep files whole for the workspace it runs from: the same file system, or copies', async () => {
+    const home = await tempDir('bsh-cli-home-');
+    const ws = await tempDir('bsh-cli-ws-');
+    const same = cliJson<Report>(['doctor', '--json'], { home, cwd: ws });
+    expect(same.json.checks.find((c) => c.name === 'backup store placement')).toMatchObject({
+      ok: true,
+      required: false,
+      detail: expect.stringMatching(new RegExp(`^on the file system of ${ws}: files a change removes are moved into the store; files changed in place are (cloned|copied)`)),
+    });
+    const shm = await fs.mkdtemp('/dev/shm/bsh-cli-ws-');
+    try {
+      const other = cliJson<Report>(['doctor', '--json'], { home, cwd: shm });
+      expect(other.status).toBe(0);
+      expect(other.json.checks.find((c) => c.name === 'backup store placement')).toEqual({
+        name: 'backup store placement',
+        ok: false,
+        required: false,
+        detail: `on another file system than ${shm}: files a change removes are copied into the store instead of moved, and held to the size cap`,
+      });
+    } finally {
+      await fs.rm(shm, { recursive: true, force: true });
+    }
+  });
 });

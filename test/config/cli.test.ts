@@ -28,7 +28,7 @@ describe('brokered-shell config', () => {
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: ['/opt/cache'],
       cacheRoots: { defaults: true, add: [], remove: [] },
-      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
+      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'turn' },
       fileSafety: { rules: [{ pattern: '*.pem', decision: 'deny' }], outsideRoots: 'deny' },
       secrets: { defaults: true, add: [], remove: [] },
       network: { mode: 'allowlist', allow: [], deny: [] },

@@ -94,7 +94,7 @@ describe('loading', () => {
       sandbox: { enabled: true, excludedCommands: ['docker'], runtime: 'seccomp', unixSockets: [] },
       writableRoots: ['/opt/cache'],
       cacheRoots: { defaults: true, add: [], remove: [] },
-      fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny', durability: 'each' },
+      fileBackup: { enabled: true, maxSizeMB: 50, oversize: 'deny', durability: 'turn' },
       fileSafety: {
         rules: [
           { pattern: '~/.cache/**', decision: 'grant-token', access: ['write'] },

@@ -34,7 +34,7 @@ it('maps a --policy file onto the configuration: roots and rules added, the rest
     sandbox: config.sandbox,
     writableRoots: ['/srv/cache', '/w/ws/build', '/opt/out'],
     cacheRoots: { defaults: true, add: ['/srv/tool-cache', '/w/ws/.cache/tool', '~/.gradle/caches', '/var/cache/tool'], remove: ['pip'] },
-    fileBackup: { enabled: false, maxSizeMB: 1024, oversize: 'skip', durability: 'each' },
+    fileBackup: { enabled: false, maxSizeMB: 1024, oversize: 'skip', durability: 'turn' },
     fileSafety: {
       rules: [
         { pattern: '~/.cache', decision: 'grant-token' },

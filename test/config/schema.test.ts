@@ -16,7 +16,7 @@ describe('the configuration schema', () => {
       sandbox: { enabled: true, excludedCommands: [], runtime: 'auto', unixSockets: [] },
       writableRoots: [],
       cacheRoots: { defaults: true, add: [], remove: [] },
-      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'each' },
+      fileBackup: { enabled: true, maxSizeMB: 10, oversize: 'deny', durability: 'turn' },
       fileSafety: { rules: [], outsideRoots: 'deny' },
       secrets: { defaults: true, add: [], remove: [] },
       network: { mode: 'allowlist', allow: [], deny: [] },
@@ -28,7 +28,7 @@ describe('the configuration schema', () => {
   it('fills the defaults of a section that is given in part', () => {
     const config = brokeredShellConfigSchema.parse({ sandbox: { runtime: 'preload' }, fileBackup: { maxSizeMB: 2 } });
     expect(config.sandbox).toEqual({ enabled: true, excludedCommands: [], runtime: 'preload', unixSockets: [] });
-    expect(config.fileBackup).toEqual({ enabled: true, maxSizeMB: 2, oversize: 'deny', durability: 'each' });
+    expect(config.fileBackup).toEqual({ enabled: true, maxSizeMB: 2, oversize: 'deny', durability: 'turn' });
   });
 
   it.each<[string, unknown, string]>([

@@ -5,6 +5,7 @@ import {
   createLogger,
   ErrorCodes,
   PolicyStage,
+  ResolveStage,
   type BrokerPlugin,
   type BrokerRequestInput,
   type Decision,
@@ -134,7 +135,7 @@ describe('Broker pipeline', () => {
     expect(outcome.error?.code).toBe(ErrorCodes.UNSUPPORTED_OPERATION);
   });
 
-  it('holds every other modifying request, and a commit, until a held request\'s caller is done', async () => {
+  it('holds the changes of its names (the same, below, above) and a commit until a held request\'s caller is done; others go on', async () => {
     const order: string[] = [];
     const broker = new Broker({ sessionId: 's1' }).use(identityResolver, policy('allow', 0, () => ({ verdict: 'sandbox' })), {
       name: 'recorder',
@@ -147,19 +148,64 @@ describe('Broker pipeline', () => {
     });
     let done: () => void = () => undefined;
     const performed = new Promise<void>((resolve) => (done = resolve));
+    const write = (file: string) => broker.handle(request({ targets: [{ role: 'path', path: file, access: 'write' }] })).then(() => order.push(`${file} answered`));
     const held = await broker.handle(request({ targets: [{ role: 'path', path: '/project/held', access: 'write' }] }), { holdUntil: performed });
     expect(held.ok).toBe(true);
-    const next = broker.handle(request({ targets: [{ role: 'path', path: '/project/next', access: 'write' }] })).then(() => order.push('next answered'));
+    const same = write('/project/held');
+    const below = write('/project/held/inside');
+    const above = write('/project');
+    // A change elsewhere does not wait.
+    await write('/other/file');
+    // A commit waits for every change before it, and holds back every change after it.
     const commit = broker.commitTurn('t').then(() => order.push('committed'));
+    const after = write('/other/later');
     const read = broker.handle(request({ targets: [{ role: 'path', path: '/project/read', access: 'read' }] })).then(() => order.push('read answered'));
     await read;
     await new Promise((resolve) => setTimeout(resolve, 20));
-    // Reads go on; nothing that modifies has started while the held request's change is being made.
-    expect(order).toEqual(['decide /project/held', 'read answered']);
+    expect(order).toEqual(['decide /project/held', 'decide /other/file', '/other/file answered', 'read answered']);
     order.push('performed');
     done();
-    await Promise.all([next, commit]);
-    expect(order).toEqual(['decide /project/held', 'read answered', 'performed', 'decide /project/next', 'next answered', 'committed']);
+    await Promise.all([same, below, above, commit, after]);
+    // In the order they came: the ones on its names, the commit, then what came after it.
+    expect(order.slice(4)).toEqual([
+      'performed',
+      'decide /project/held',
+      '/project/held answered',
+      'decide /project/held/inside',
+      '/project/held/inside answered',
+      'decide /project',
+      '/project answered',
+      'committed',
+      'decide /other/later',
+      '/other/later answered',
+    ]);
+  });
+
+  it('a request whose names resolve elsewhere than they read runs holding every path', async () => {
+    const order: string[] = [];
+    const linked: BrokerPlugin = {
+      name: 'link-resolver',
+      apply(b) {
+        b.hooks.resolvePath.tap({ name: 'link-resolver', stage: ResolveStage.RESOLVE }, (resolution) => ({
+          targets: resolution.targets.map((t: TargetDraft) => ({ ...t, lexical: t.path, resolved: t.path.replace('/link/', '/real/'), ruleForm: t.path, kind: 'file' as const })),
+        }));
+      },
+    };
+    const broker = new Broker({ sessionId: 's1' }).use(linked, policy('allow', 0, () => ({ verdict: 'sandbox' })), {
+      name: 'recorder',
+      apply(b) {
+        b.hooks.preModifyBackup.tap('recorder', (resolved) => void order.push(`decide ${resolved.targets[0]?.resolved ?? ''}`));
+      },
+    });
+    let done: () => void = () => undefined;
+    const performed = new Promise<void>((resolve) => (done = resolve));
+    await broker.handle(request({ targets: [{ role: 'path', path: '/real/f', access: 'write' }] }), { holdUntil: performed });
+    const viaLink = broker.handle(request({ targets: [{ role: 'path', path: '/link/f', access: 'write' }] })).then(() => order.push('via link answered'));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(order).toEqual(['decide /real/f']);
+    done();
+    await viaLink;
+    expect(order).toEqual(['decide /real/f', 'decide /real/f', 'via link answered']);
   });
 
   it('commits turns through lifecycle hooks and opens a fresh one afterwards', async () => {

@@ -49,6 +49,7 @@ describe('doctor: the default runtime and why', () => {
     seccompUserNotif: false,
     seccompAddfdSend: false,
     seccompWaitKillableRecv: false,
+    seccompSyncWakeUp: false,
     openat2: true,
     pidfdGetfd: true,
     fchmodat2: false,

@@ -65,6 +65,15 @@ describe('frame layout', () => {
     expect(decodeAnswer(denied.subarray(4))).toEqual({ ok: true, id: 10, answer: { errno: 13 } });
   });
 
+  it('an allow of an unlink or a rename may carry where its old file goes (a third string); nothing else may', () => {
+    const kept = encodeAnswer(11, normalizeAnswer('unlink', { errno: 0, path: '/ws/a', aside: '/home/blobs/ab/cd' }));
+    expect(decodeAnswer(kept.subarray(4))).toEqual({ ok: true, id: 11, answer: { errno: 0, path: '/ws/a', aside: '/home/blobs/ab/cd' } });
+    expect(kept.length).toBe(4 + 8 + 2 + 5 + 2 + 2 + '/home/blobs/ab/cd'.length);
+    expect(normalizeAnswer('rename', { errno: 0, path: '/ws/a', to: '/ws/b', aside: '/s/x' })).toEqual({ errno: 0, path: '/ws/a', to: '/ws/b', aside: '/s/x' });
+    expect(normalizeAnswer('open', { errno: 0, path: '/ws/a', aside: '/s/x' })).toEqual({ errno: 13 });
+    expect(normalizeAnswer('unlink', { errno: 0, path: '/ws/a', aside: 'relative' })).toEqual({ errno: 13 });
+  });
+
   it('op codes match the C enum', () => {
     const header = fs.readFileSync(path.join(import.meta.dirname, '../../native/sandbox/sandbox.h'), 'utf8');
     for (const [name, code] of Object.entries(SandboxOp)) {

@@ -281,6 +281,28 @@ describe('modifications of existing workspace files', () => {
     expect(broker.backups.size).toBe(0);
   });
 
+  it('a rename with RENAME_NOREPLACE onto a name that is there gets EEXIST from the supervisor, without a question (mv tries it first)', async () => {
+    write('a', 'moved\n');
+    write('b', 'kept\n');
+    const result = await python([
+      'import ctypes, os',
+      'libc = ctypes.CDLL(None, use_errno=True)',
+      'AT_FDCWD = -100',
+      "for source, target in (('a', 'b'), ('missing', 'b'), ('a', 'c')):",
+      '    rc = libc.renameat2(AT_FDCWD, source.encode(), AT_FDCWD, target.encode(), 1)',
+      "    print(source, target, 'renamed' if rc == 0 else ctypes.get_errno())",
+    ]);
+    expectOk(result);
+    // EEXIST over a name that is there; a missing source is the kernel's ENOENT; a free name is asked and renamed.
+    expect(result.stdout).toBe('a b 17\nmissing b 2\na c renamed\n');
+    expect(read('b')).toBe('kept\n');
+    expect(read('c')).toBe('moved\n');
+    expect(askedFor().filter(([op]) => op === 'rename')).toEqual([
+      ['rename', 'missing'],
+      ['rename', 'a'],
+    ]);
+  });
+
   it('a create in a directory that is not there gets ENOENT from the supervisor, without a question', async () => {
     fs.symlinkSync(file('nowhere'), file('dangling'));
     const result = await python([

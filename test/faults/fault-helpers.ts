@@ -216,12 +216,15 @@ export async function checkBacking(
   const turns: TurnManifest[] = (await backupHome.listSessions()).includes(sessionId) ? await backupHome.listTurns({ sessionId }) : [];
   const entries = new Map<string, BackupEntry>();
   for (const turn of turns) for (const entry of turn.files) if (!entries.has(entry.path)) entries.set(entry.path, entry);
+  // A change of a file's metadata alone keeps that metadata, not its bytes: the file has an entry all the same.
+  const metadataOnly = new Set<string>();
+  for (const turn of turns) for (const entry of turn.structure ?? []) if (entry.kind === 'metadata') metadataOnly.add(entry.path);
   const store = turns.length > 0 ? await backupHome.session(sessionId) : undefined;
   const after = await snapshot([...before.keys()]);
   const report: BackingReport = { targets: before.size, changed: [], backed: [], unbacked: [], withEntry: 0 };
   for (const [file, was] of before) {
     const entry = entries.get(file);
-    if (entry) report.withEntry++;
+    if (entry || metadataOnly.has(file)) report.withEntry++;
     if (same(was, after.get(file) ?? null)) continue;
     report.changed.push(file);
     let ok = false;

@@ -31,6 +31,7 @@ describe('probeKernel', () => {
       seccompUserNotif: true,
       seccompAddfdSend: true,
       seccompWaitKillableRecv: true,
+      seccompSyncWakeUp: true,
       openat2: true,
       pidfdGetfd: true,
       fchmodat2: true,

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -67,8 +67,8 @@ describe('ModifyBackupPlugin', () => {
     ['delete backs up the path', 'delete', (f) => ({ path: f }), ['f']],
     ['rename backs up both ends', 'rename', (f, g) => ({ from: f, to: g }), ['f', 'g']],
     ['copy backs up only the target', 'copy', (f, g) => ({ from: f, to: g }), ['g']],
-    ['chmod backs up the path (mode is part of the backup)', 'chmod', (f) => ({ path: f }), ['f']],
-    ['touch backs up the path', 'touch', (f) => ({ path: f }), ['f']],
+    ['chmod keeps the metadata of the path, not its bytes', 'chmod', (f) => ({ path: f }), []],
+    ['touch keeps the metadata of the path, not its bytes', 'touch', (f) => ({ path: f }), []],
     ['mkdir backs up nothing', 'mkdir', (_f, g) => ({ path: `${g}.d` }), []],
     ['a hard link backs up nothing', 'link', (f) => ({ from: f, to: `${f}.link` }), []],
   ])('%s', async (_label, operation, paths, expected) => {
@@ -86,12 +86,29 @@ describe('ModifyBackupPlugin', () => {
     const { broker } = setup();
     const f = path.join(ws, 'f');
     writeFileSync(f, 'first');
-    await broker.handle(check('touch', { path: f }));
+    await broker.handle(check('truncate', { path: f }));
     writeFileSync(f, 'second');
     await broker.handle(check('delete', { path: f }));
     const { manifest, blob } = await committed(broker);
     expect(manifest.files).toHaveLength(1);
     expect((await blob(f)).toString()).toBe('first');
+  });
+
+  it('a change of a file\'s metadata keeps that metadata; a later change of its bytes keeps the bytes too, taken then', async () => {
+    const { broker } = setup();
+    const f = path.join(ws, 'f');
+    writeFileSync(f, 'bytes');
+    chmodSync(f, 0o640);
+    await broker.handle(check('chmod', { path: f }, { mode: 0o600 }));
+    chmodSync(f, 0o600);
+    await broker.handle(check('chmod', { path: f }, { mode: 0o644 }));
+    await broker.handle(check('delete', { path: f }));
+    const { manifest, blob, answer } = await committed(broker);
+    expect(manifest.structure?.filter((e) => e.kind === 'metadata')).toEqual([expect.objectContaining({ path: f, kind: 'metadata', operation: 'chmod', mode: 0o640, size: 5 })]);
+    expect(manifest.files).toEqual([expect.objectContaining({ path: f, operation: 'delete', mode: 0o600 })]);
+    expect((await blob(f)).toString()).toBe('bytes');
+    // One file kept, however many records it took.
+    expect(answer).toMatchObject({ files: 1 });
   });
 
   it('a recursive delete backs up every file in the tree, symlinks as symlinks', async () => {
@@ -205,6 +222,12 @@ describe('ModifyBackupPlugin', () => {
     expect(store.durability).toBe(durability);
     expect(await broker.control('EnableModifyBackup', { enabled: true, fileBackupMaxSizeMB: 5 })).toMatchObject({ ok: true });
     expect((await plugin.store(broker)).durability).toBe(durability);
+  });
+
+  it("opens the store with durability 'turn' when none is given: backups are synced once, at the commit", async () => {
+    const plugin = new ModifyBackupPlugin({ home });
+    const broker = closeLater(new Broker({ sessionId: 's1' })).use(new PathResolutionPlugin(), allowAll(), plugin);
+    expect((await plugin.store(broker)).durability).toBe('turn');
   });
 
   it('refuses an unknown durability', () => {

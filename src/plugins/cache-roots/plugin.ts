@@ -1,6 +1,7 @@
 import os from 'node:os';
 import { PolicyStage, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type ResolvedTarget } from '../../core/index.js';
 import { getModifyBackupHooks } from '../modify-backup/hooks.js';
+import { getLeaseHooks } from '../lease/hooks.js';
 import { parseOptions } from '../options.js';
 import { cacheRootsOptionsSchema, type CacheRootsOptions } from './options.js';
 import { compileCacheRoots, type CacheRootSet } from './roots.js';
@@ -44,6 +45,8 @@ export class CacheRootsPlugin implements BrokerPlugin {
 
   apply(broker: Broker): void {
     if (this.roots.roots.length === 0) return;
+    // Changes in a cache root (or a folder kept out of one) are left to the broker: the round trip.
+    getLeaseHooks(broker).contribute.tap(PLUGIN_NAME, (lease) => void lease.claims.push(...this.roots.roots.map((root) => root.real)));
     broker.hooks.evaluatePolicy.tap({ name: PLUGIN_NAME, stage: CACHE_ROOTS_STAGE }, (target, resolved) => this.decide(target, resolved.request));
     getModifyBackupHooks(broker).exempt.tap(PLUGIN_NAME, (path) => (this.#inRoot(path) ? PLUGIN_NAME : undefined));
   }

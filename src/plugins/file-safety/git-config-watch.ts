@@ -78,10 +78,15 @@ export class GitConfigWatch {
     this.#rebuild();
   }
 
+  /** Whether a change of `changed` may change what the config names: it is config, or a git directory's layout. */
+  mayChange(changed: string): boolean {
+    return LAYOUT_NAMES.has(path.posix.basename(changed)) || this.#identities.has(changed) || this.#ancestors.has(changed);
+  }
+
   /** After an allowed change: if it touched config or a git directory's layout, look again from the next request on. */
   noteChange(changed: string): void {
     if (this.#watching) return;
-    if (LAYOUT_NAMES.has(path.posix.basename(changed)) || this.#identities.has(changed) || this.#ancestors.has(changed)) {
+    if (this.mayChange(changed)) {
       this.#watching = true;
       this.#enclosing.clear();
     }

@@ -12,7 +12,7 @@ import type { Protection } from './mandatory.js';
  */
 
 /** In a git directory, the names git takes config, hooks and remotes from (see GIT_PROTECTED_PATTERNS in mandatory.ts). */
-const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks', 'remotes', 'branches']);
+export const GIT_DIR_CODE_NAMES: ReadonlySet<string> = new Set(['config', 'config.worktree', 'commondir', 'hooks', 'remotes', 'branches']);
 const GIT_DIR_CODE_NAME_IN_PATH = /\/(?:config|config\.worktree|commondir|hooks|remotes|branches)(?:\/|$)/;
 /** Of those, the directories: what lies beneath them counts. */
 const GIT_DIR_CODE_FOLDERS: ReadonlySet<string> = new Set(['hooks', 'remotes', 'branches']);

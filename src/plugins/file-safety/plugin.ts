@@ -5,6 +5,8 @@ import { symlinkIntoGit } from './git-directories.js';
 import { evaluateTree } from './tree.js';
 import type { FileSafetyOptions } from './options.js';
 import { compileFileSafety, type FileSafetyPolicy } from './policy.js';
+import { fileSafetyLease } from './lease.js';
+import { getLeaseHooks } from '../lease/hooks.js';
 
 export const PLUGIN_NAME = 'file-safety';
 
@@ -92,13 +94,27 @@ export class FileSafetyPlugin implements BrokerPlugin {
     // What each repository's git config names is read at the start of a turn, and again
     // once a change it lets happen touches config (an approved write of .git/config, say).
     broker.hooks.turnStarted.tapPromise(PLUGIN_NAME, () => this.policy.gitConfig.refresh());
-    broker.hooks.decided.tap(PLUGIN_NAME, (decision, resolved) => {
+    const lease = getLeaseHooks(broker);
+    lease.contribute.tap(PLUGIN_NAME, (draft) => fileSafetyLease(this.policy, draft));
+    // A change that may make git config name other files: the supervisors' leases are
+    // withdrawn before it is answered and compiled again once it is made.
+    const LEASE_STALE = Symbol('file-safety: lease stale');
+    broker.hooks.decided.tap(PLUGIN_NAME, (decision, resolved, context) => {
       if (decision.verdict !== 'sandbox' && decision.verdict !== 'grant-token') return;
+      let stale = false;
       for (const target of resolved.targets) {
         if (target.access === 'read') continue;
+        stale ||= this.policy.gitConfig.mayChange(target.resolved) || this.policy.gitConfig.mayChange(target.lexical);
         this.policy.gitConfig.noteChange(target.resolved);
         this.policy.gitConfig.noteChange(target.lexical);
       }
+      if (!stale) return;
+      lease.revoke.call();
+      if (context.whenPerformed) context.whenPerformed(async () => void lease.changed.call());
+      else context.state.set(LEASE_STALE, true);
+    });
+    broker.hooks.requestDone.tap(PLUGIN_NAME, (_outcome, context) => {
+      if (context.state.get(LEASE_STALE) === true) lease.changed.call();
     });
   }
 }

@@ -36,6 +36,8 @@ export interface FileSafetyPolicy {
   readonly homes: readonly string[];
   readonly outsideRoots: ParsedFileSafetyOptions['outsideRoots'];
   readonly gitConfig: GitConfigWatch;
+  /** The broker's own files, every form of each (the deny protection's anchors): a lease claims them (lease.ts). */
+  readonly protectedPaths: readonly string[];
 }
 
 /**
@@ -81,6 +83,7 @@ export function compileFileSafety(input: unknown): FileSafetyPolicy {
     homes: Object.freeze(homes),
     outsideRoots: options.outsideRoots,
     gitConfig,
+    protectedPaths: Object.freeze(protectedPaths),
   });
 }
 

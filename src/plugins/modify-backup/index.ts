@@ -7,13 +7,16 @@ import {
   type Broker,
   type BrokerPlugin,
   type Origin,
+  type RequestContext,
 } from '../../core/index.js';
-import { connectionEntrySchema, type BackupEntry } from '../../backup/manifest-schema.js';
+import { connectionEntrySchema, keptFileCount, type BackupEntry } from '../../backup/manifest-schema.js';
 import { SessionBackupStore, type BackupOptions, type OpenStoreOptions } from '../../backup/session-store.js';
-import { durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
+import { DEFAULT_DURABILITY, durabilitySchema, normaliseBackupSettings } from '../../backup/settings.js';
 import { nativeMetadataOps } from '../../native/metadata-ops.js';
 import { parseOptions } from '../options.js';
 import { recordPlan, type ExemptFrom, type RecordPlan } from './affected-files.js';
+import { getLeaseHooks } from '../lease/hooks.js';
+import { leasedOpSchema } from '../lease/schema.js';
 import { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
 
 export { getModifyBackupHooks, type BackedUpInfo, type ModifyBackupHooks } from './hooks.js';
@@ -31,7 +34,7 @@ export const modifyBackupOptionsSchema = z.strictObject({
   fileBackupMaxSizeMB: z.number().optional(),
   oversize: z.enum(['deny', 'skip']).optional(),
   /** A store option, not an enable-command setting: fixed for the session (see backup/settings.ts). */
-  durability: durabilitySchema.optional(),
+  durability: durabilitySchema.default(DEFAULT_DURABILITY),
 });
 export type ModifyBackupOptions = z.input<typeof modifyBackupOptionsSchema>;
 
@@ -84,7 +87,7 @@ export class ModifyBackupPlugin implements BrokerPlugin {
         sessionId: broker.sessionId,
         logger: broker.log,
       });
-      if (durability) options.durability = durability;
+      options.durability = durability;
       options.settings = settings;
       this.#store = SessionBackupStore.open(options);
       this.#store.catch(() => {
@@ -102,14 +105,14 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       if (!this.#enabled) return;
       const plan = await recordPlan(resolved, exemptFrom(exempt));
       this.#countExempted(turnId, plan.exempted);
-      if (plan.content.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
+      if (plan.content.length + plan.metadata.length + plan.renames.length + plan.directories.length + plan.created.length + plan.parents.length === 0) return;
       const { request } = resolved;
       // Made only when something is logged: a child logger per request cost more than the rest of this tap.
       const log = () => context.log.child({ phase: PHASE[request.origin] });
       // Content and directories are what a rewind brings back: no store, no change. A request
       // that only creates paths risks nothing without one: it goes ahead unrecorded (its
       // creations then survive a rewind), as creating a file always could.
-      const guardsData = plan.content.length + plan.directories.length > 0;
+      const guardsData = plan.content.length + plan.metadata.length + plan.renames.length + plan.directories.length > 0;
       const store = guardsData
         ? await this.#openOrFail(broker)
         : await this.store(broker).catch((error: unknown) => {
@@ -130,8 +133,12 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       // Object.assign, not `{ ...as, sync }`: Node 20's V8 pays a runtime call per field after a spread.
       const unsynced = Object.assign({}, as, { sync: false });
       for (const path of plan.parents) await store.recordDirectory(path, unsynced);
+      for (const path of plan.metadata) await store.recordMetadata(path, as);
+      for (const rename of plan.renames) await store.recordRename(rename.from, rename.to, rename.tree, as);
+      // The file the change removes or replaces goes to the store whole when its performer can move it there.
+      const aside = request.options.movesAside === true && context.handover && context.whenPerformed ? plan.victim : undefined;
       for (const path of plan.content) {
-        const entry = await store.backup(path, as);
+        const entry = aside?.path === path ? await this.#keepAside(store, path, aside.role, as, context) : await store.backup(path, as);
         if (broker.log.isLevelEnabled('info')) log().info({ path, sha256: entry?.sha256, size: entry?.size, first: entry !== undefined }, 'backed up before change');
         if (entry) {
           this.#publish(broker, entry, {
@@ -143,6 +150,28 @@ export class ModifyBackupPlugin implements BrokerPlugin {
           });
         }
       }
+    });
+
+    // What a supervisor records under a lease, and where; the changes it may then decide.
+    getLeaseHooks(broker).contribute.tapPromise(this.name, async (lease) => {
+      const store = this.#enabled ? await this.store(broker).catch(() => undefined) : undefined;
+      if (!store?.enabled) {
+        // Nothing is recorded: the supervisor has nothing to write either.
+        if (!this.#enabled) lease.ops.push(...leasedOpSchema.options);
+        return;
+      }
+      const turn = await broker.beginTurn();
+      await store.beginTurn(turn.id, { startedAt: turn.startedAt });
+      const records = await store.leaseRecords(turn.id);
+      lease.store = { turnId: turn.id, journal: records.file, header: records.header, blobs: records.blobs, durability: store.durability };
+      // Durably backed up before each change ('each'): only what records no data (creations) is left to the supervisor.
+      lease.ops.push(...(store.durability === 'each' ? (['create', 'mkdir', 'link'] as const) : leasedOpSchema.options));
+    });
+    getLeaseHooks(broker).catchUp.tapPromise(this.name, async () => {
+      const turnId = broker.currentTurn?.id;
+      const store = turnId ? await this.#store?.catch(() => undefined) : undefined;
+      if (!turnId || !store) return;
+      for (const entry of await store.ingestLeases(turnId)) getLeaseHooks(broker).leased.call(entry);
     });
 
     broker.hooks.close.tapPromise(this.name, async () => {
@@ -169,9 +198,9 @@ export class ModifyBackupPlugin implements BrokerPlugin {
       const manifest = await store.commitTurn(turn.id, turn.message ?? '', {}, connections.success ? { connections: connections.data } : {});
       // A file over the size cap under `oversize: skip` has an entry but no content: not a backup.
       const unsaved = manifest.files.filter((file) => file.skipped === 'too-large').map((file) => file.path);
-      // A FIFO, socket or device the turn removed or changed is recorded so it can be made again: a backup too.
-      const specials = (manifest.structure ?? []).filter((entry) => entry.kind === 'special').length;
-      turn.facts.backups = manifest.files.length - unsaved.length + specials;
+      // A FIFO, socket or device the turn removed or changed is recorded so it can be made again, and a
+      // file whose metadata alone changed has that kept: backups too (a file counts once).
+      turn.facts.backups = keptFileCount(manifest, { unsaved: false });
       turn.facts.unsaved = unsaved;
     });
 
@@ -216,6 +245,15 @@ export class ModifyBackupPlugin implements BrokerPlugin {
         exempted: turn.facts.exempted ?? {},
       };
     });
+  }
+
+  /** A backup its performer completes by moving the file into the store; the copy when it cannot. */
+  async #keepAside(store: SessionBackupStore, path: string, role: 'path' | 'to', as: BackupOptions, context: RequestContext): Promise<BackupEntry | undefined> {
+    const kept = await store.backupAside(path, as);
+    if (!kept || !('into' in kept)) return kept;
+    if (context.handover) context.handover.aside = { role, into: kept.into };
+    context.whenPerformed?.(kept.settle);
+    return kept.entry;
   }
 
   /** Paths of the open turn an exempt tap kept out of it, by the tap's name: counted at the commit, never listed. */

@@ -12,6 +12,8 @@ import { parsePathResolutionOptions, type PathResolutionOptions } from './option
 import { describeStats, lexicalPath, resolveWithStats } from './resolve.js';
 import { normaliseForRuleMatch } from './rule-form.js';
 import { strategyFor } from './strategies.js';
+import { getLeaseHooks } from '../lease/hooks.js';
+import { programsOf } from '../file-safety/lease.js';
 
 export const PLUGIN_NAME = 'path-resolution';
 
@@ -50,6 +52,11 @@ export class PathResolutionPlugin implements BrokerPlugin {
   }
 
   apply(broker: Broker): void {
+    // The supervisor leases only paths it walks without a symlink, which resolve to themselves. What their rule
+    // form rewrites (a BSD sed temp name, a backslash) makes the round trip, so rules match them here as usual.
+    getLeaseHooks(broker).contribute.tap(PLUGIN_NAME, (lease) => {
+      for (const pattern of ['.!*!*', '*\\\\*']) lease.globs.push({ write: true, delete: true, programs: programsOf(pattern, []) });
+    });
     broker.hooks.resolvePath.tapPromise({ name: PLUGIN_NAME, stage: ResolveStage.RESOLVE }, async (resolution, request, context) => {
       const targets: ResolvedTarget[] = [];
       for (const draft of resolution.targets) {

@@ -49,7 +49,7 @@ function describeBefore(file) {
 }
 
 /** What the restore button says: restoring a created path removes it. */
-const ACTION_LABEL = { file: 'Restore file', symlink: 'Restore file', directory: 'Restore directory', special: 'Restore file', absent: 'Remove created path' };
+const ACTION_LABEL = { file: 'Restore file', symlink: 'Restore file', directory: 'Restore directory', special: 'Restore file', metadata: 'Restore mode, owner and times', renamed: 'Rename back', absent: 'Remove created path' };
 
 /**
  * @param {{
