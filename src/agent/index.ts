@@ -12,7 +12,7 @@ export { notStartedReport, runReport, type PromptReport, type RunReport } from '
 export { turnSummary, turnSummaryText, type TurnSummary } from './turn-summary.js';
 export { TurnHistory, openBackupHome, restoreFound, type RestoreOutcome, type TurnRestoreOptions } from './turn-history.js';
 export { diffTurnEntries, type DiffStyle, type FileDiff, type TurnDiff, type TurnDiffOutput } from './turn-diff.js';
-export { turnJson, type TurnJson } from './turn-json.js';
+export { turnJson, type StructureItem, type TurnJson } from './turn-json.js';
 export { isWorkspaceSession, workspaceMark, workspaceSession, workspaceSessionId, workspaceSessions } from './workspace-sessions.js';
 export type {
   ApprovalRequest,

@@ -20,6 +20,9 @@ import {
   type ReadPolicyOptions,
 } from '../../src/plugins/read-policy/index.js';
 import { operationTargets, openTargets } from '../../src/requests/targets.js';
+import { leaseAllows } from '../../src/plugins/lease/evaluate.js';
+import { emptyLease, type LeasedOp } from '../../src/plugins/lease/schema.js';
+import { readPolicyLease } from '../../src/plugins/read-policy/lease.js';
 import { fixedPolicy } from '../helpers/bare-broker.js';
 import { closeLater, closeOpened } from '../helpers/close-opened.js';
 import { tempDir } from '../helpers/serve-process.js';
@@ -259,5 +262,24 @@ describe("run's hint", () => {
     expect(namedUnreadable('ls -la', unreadable, home)).toBeUndefined();
     // A longer name that starts the same is another file.
     expect(namedUnreadable('cat ~/.ssh/id_ed25519.pub a.env', unreadable, home)).toBeUndefined();
+  });
+});
+
+describe('what the read policy adds to a lease', () => {
+  it('every change at or below a denied path, to a folder above one, or that a read rule matches makes the round trip', async () => {
+    const plugin = new ReadPolicyPlugin(options({ rules: [envRule] }));
+    await plugin.prepareLaunch(at('scratch'));
+    const lease = emptyLease();
+    readPolicyLease(plugin.policy, plugin.lastUnreadable, lease);
+    expect(lease.anchors).toEqual(expect.arrayContaining([path.join(home, '.ssh'), path.join(home, '.aws'), store, path.join(ws, '.env')]));
+    expect(lease.holds).toEqual(expect.arrayContaining([home, ws, '/']));
+    expect(lease.globs).toHaveLength(1);
+    // The supervisor's evaluator: a change to a denied path or a new .env is not leased; an ordinary one is.
+    const leased = { ...lease, roots: [ws, home], ops: ['create', 'unlink', 'rename'] as LeasedOp[], setIdRoundTrip: false };
+    expect(leaseAllows(leased, { op: 'unlink', path: path.join(ws, '.env'), access: 'delete' })).toBe(false);
+    expect(leaseAllows(leased, { op: 'create', path: path.join(ws, 'sub', '.env'), access: 'write' })).toBe(false);
+    expect(leaseAllows(leased, { op: 'rename', path: path.join(home, '.ssh'), access: 'delete' })).toBe(false);
+    expect(leaseAllows(leased, { op: 'rename', path: ws, access: 'delete' })).toBe(false);
+    expect(leaseAllows(leased, { op: 'create', path: path.join(ws, 'src', 'new.ts'), access: 'write' })).toBe(true);
   });
 });

@@ -34,7 +34,7 @@ export function fileSafetyLease(policy: FileSafetyPolicy, lease: Lease): void {
     ...policy.protectedPaths,
   ]);
   lease.anchors.push(...anchors);
-  lease.holds.push(...unique(anchors.flatMap(ancestorsOf)));
+  lease.holds.push(...unique(anchors.flatMap(foldersAbove)));
   const plainProjectNames = Object.keys(WORKSPACE_CODE_PATTERNS).filter((pattern) => /^[\w.-]+$/.test(pattern));
   lease.names.push(...GIT_DIR_CODE_NAMES, ...plainProjectNames);
   lease.finalNames.push('.git', 'HEAD', 'gitdir', 'commondir');
@@ -61,7 +61,7 @@ export function programsOf(pattern: string, homes: readonly string[]) {
 }
 
 /** The folders strictly above an absolute path, `/` included. */
-function ancestorsOf(p: string): string[] {
+export function foldersAbove(p: string): string[] {
   const out: string[] = [];
   for (let dir = path.posix.dirname(p); ; dir = path.posix.dirname(dir)) {
     out.push(dir);

@@ -1,6 +1,8 @@
 import { constants } from 'node:fs';
 import { PolicyStage, type Access, type Broker, type BrokerPlugin, type BrokerRequest, type Decision, type ResolvedRequest, type ResolvedTarget } from '../../core/index.js';
 import { formsOf } from '../file-safety/patterns.js';
+import { getLeaseHooks } from '../lease/hooks.js';
+import { readPolicyLease } from './lease.js';
 import { FileSafetyPlugin, PLUGIN_NAME as FILE_SAFETY } from '../file-safety/plugin.js';
 import { heldDenial } from './held-inside.js';
 import { npmUserConfigCopy } from './npm-userconfig.js';
@@ -43,6 +45,7 @@ export class ReadPolicyPlugin implements BrokerPlugin {
     const ruleDenies: RuleDenies = (rule, access) =>
       broker.plugin<FileSafetyPlugin>(FILE_SAFETY)?.policy.rules.some((other) => other.pattern === rule.pattern && other.decision === 'deny' && other.access.has(access)) === true;
     broker.hooks.evaluatePolicy.tapPromise({ name: PLUGIN_NAME, stage: PolicyStage.PROTECTED }, (target, resolved) => this.decide(target, resolved, ruleDenies));
+    getLeaseHooks(broker).contribute.tap(PLUGIN_NAME, (lease) => readPolicyLease(this.policy, this.lastUnreadable, lease));
   }
 
   /** What the last command started (prepareLaunch) may not read. */
